@@ -14,6 +14,7 @@ import numpy as np
 
 from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run
 from onert_py.errors import ExecutionError
+from onert_py.exec.executor import fuse_while
 
 
 def _subgraph(ctx: KernelContext, key: str):
@@ -160,8 +161,15 @@ def while_(ctx: KernelContext) -> Run:
     # By reference: the loop values list itself goes to cond (when it reads them all) and body.
     cond_reads_all = all(cond_reads)
     bound = limit if limit is not None else -1
+    profile = ctx.runtime.profile
+    fused = []   # the generated loop, built on first run (the body may not be prepared before us)
 
-    def run() -> None:
+    def finish(values: list, count: int) -> None:
+        iterations[key] += count
+        for o, x in zip(outs, values):
+            v[o] = x
+
+    def run_profiled() -> None:
         values = [v[i] for i in ins]
         count = 0
         while True:
@@ -173,9 +181,20 @@ def while_(ctx: KernelContext) -> Run:
                 raise ExecutionError(f"WHILE exceeded max_while_iterations={limit}")
             values = body_execute(values)
             count += 1
-        iterations[key] += count
-        for o, x in zip(outs, values):
-            v[o] = x
+        finish(values, count)
+
+    if not ins or cond_ex is body_ex:
+        return run_profiled
+
+    def run() -> None:
+        if profile.enabled:   # per-op times need each step timed: the executors' own loops do that
+            return run_profiled()
+        if not fused:
+            fused.append(fuse_while(cond_ex, body_ex, _truth))
+        count, values = fused[0]([v[i] for i in ins], bound)
+        if count < 0:
+            raise ExecutionError(f"WHILE exceeded max_while_iterations={limit}")
+        finish(values, count)
     return run
 
 

@@ -5,7 +5,7 @@ of magnitude cheaper, which is what loop counters and scalar conds spend their t
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -153,6 +153,70 @@ class Executor:
         if isinstance(e, OnertPyError):
             return type(e)(f"{where} -> {e}")
         return ExecutionError(f"{where}: {type(e).__name__}: {e}")
+
+
+def fuse_while(cond: Executor, body: Executor, truth) -> Callable:
+    """One generated function running a whole WHILE: the cond's and the body's steps inlined in one
+    Python `while` loop, loop values bound straight to their slots. It replaces two `execute` calls,
+    two list builds and two argument bindings per iteration, which is where a scalar loop's time goes.
+
+    Returns loop(values, bound) -> (iterations, final values); iterations is -1 when `bound` (if >= 0)
+    iterations ran and the cond still says go on (the caller raises).
+    `truth(verdict, iteration)` decides a verdict that is not a numpy bool scalar.
+    """
+    xs = ", ".join(f"x{k}" for k in range(len(body.input_indices))) + ","
+    lines = ["def loop(values, bound):",
+             f"    {xs} = values",
+             "    count = 0",
+             "    try:",
+             "        while True:"]
+    where: dict[int, tuple[Executor, int]] = {}   # generated line -> (executor, step)
+
+    def bind(slots: str, indices: Sequence[int]) -> None:
+        lines.extend(f"            {slots}[{i}] = x{k}" for k, i in enumerate(indices))
+
+    def steps(ex: Executor, runs: str) -> None:
+        for k in range(len(ex.runs)):
+            lines.append(f"            {runs}[{k}]()")
+            where[len(lines)] = (ex, k)
+
+    bind("cv", cond.input_indices)
+    steps(cond, "cr")
+    lines += [f"            c = cv[{cond.output_indices[0]}]",
+              "            if c.__class__ is bool_:",
+              "                if not c:",
+              "                    break",
+              "            elif not truth(c, count):",
+              "                break",
+              "            if count == bound:",
+              "                count = -1",
+              "                break"]
+    bind("bv", body.input_indices)
+    steps(body, "br")
+    lines += [f"            {xs} = " + ", ".join(f"bv[{o}]" for o in body.output_indices) + ",",
+              "            count += 1",
+              "    except Exception as e:",
+              "        raise error_at(e) from e",
+              "    finally:"]
+    lines += [f"        {slots}[{t}] = None" for ex, slots in ((cond, "cv"), (body, "bv"))
+              for t in ex._temporaries]
+    lines += ["        pass",
+              f"    return count, [{xs}]"]
+    filename = f"<WHILE loop over subgraphs {cond.index} and {body.index}>"
+
+    def error_at(e: Exception) -> OnertPyError:
+        tb = e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == filename and tb.tb_lineno in where:
+                ex, step = where[tb.tb_lineno]
+                return ex._error(step, e)
+            tb = tb.tb_next
+        return e if isinstance(e, OnertPyError) else ExecutionError(f"{type(e).__name__}: {e}")
+
+    namespace = dict(cv=cond.values, bv=body.values, cr=cond.runs, br=body.runs, bool_=np.bool_,
+                     truth=truth, error_at=error_at)
+    exec(compile("\n".join(lines), filename, "exec"), namespace)
+    return namespace["loop"]
 
 
 class ExecutorMap:

@@ -374,3 +374,27 @@ def test_static_cond_with_several_elements_is_refused(fmt):
             run_litert(mb, [i32(1, 100, 100)])
     with pytest.raises(onert_py.OnertPyError):
         onert_py.infer.session(mb.to_bytes(fmt)).infer([i32(1, 100, 100)])
+
+
+@fmts
+@pytest.mark.parametrize("limit", [None, 3])
+def test_fused_loop_and_per_step_loop_agree(fmt, limit):
+    """WHILE runs as one generated loop, or step by step while profiling: same results, same
+    iteration counts, same iteration-limit error; (c, v) -> 2(c+v) from (1, 1) while c < 100: 4, 16, 64, 256 (4 iterations)."""
+    mb = while_model([("c", [1], F32), ("v", [1], F32)], partial(float_less_cond, rhs=100.0),
+                     float_doubling_body)
+    results = []
+    for profiled in (False, True):
+        sess = onert_py.infer.session(mb.to_bytes(fmt), max_while_iterations=limit)
+        sess.profile.enabled = profiled
+        if limit is not None:
+            with pytest.raises(onert_py.ExecutionError, match="max_while_iterations=3"):
+                sess.infer([np.array([1], F32), np.array([1], F32)])
+            continue
+        results.append((sess.infer([np.array([1], F32), np.array([1], F32)]),
+                        dict(sess.profile.iterations)))
+    if limit is None:
+        (fused, fused_iters), (stepped, stepped_iters) = results
+        assert_outputs(fused, [np.array([256], F32), np.array([256], F32)])
+        assert_outputs(stepped, fused)
+        assert list(fused_iters.values()) == [4] and fused_iters == stepped_iters
