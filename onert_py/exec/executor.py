@@ -45,6 +45,7 @@ class Executor:
         self.operations: list = []   # ir.Operation in execution order, parallel to runs
         self.runs: list = []
         self._temporaries: tuple[int, ...] = ()
+        self._release_after: dict[int, tuple[int, ...]] = {}
         self._folded: frozenset[int] = frozenset()  # slots holding values computed at compile time
         self._fast = None
 
@@ -54,11 +55,13 @@ class Executor:
             self.values[t.index] = t.data if t.data is not None else np.zeros(t.shape, t.dtype)
 
     def finalize(self, folded: dict | None = None) -> None:
-        """Called once all kernels are prepared: fix the slots to clear and build the fast path.
+        """Called once all kernels are prepared: plan when slots are released and build the fast path.
 
-        Large or dynamic intermediates are dropped after each execution so they do not outlive a call
-        (large inputs too: the caller holds them); small static ones are left in place, as clearing
-        them would cost more than they hold. Values folded at compile time stay.
+        Memory plan: a large or dynamic intermediate is released right after the last step that reads
+        it (its lifetime, from the execution order), so the allocator reuses its block for later
+        tensors and peak memory is the largest set of simultaneously live tensors rather than the sum
+        of all of them. Small static ones are left in place, as clearing them would cost more than
+        they hold. Subgraph outputs, variables and values folded at compile time stay.
         """
         if folded is not None:
             self._folded = frozenset(folded)
@@ -66,7 +69,20 @@ class Executor:
         self._temporaries = () if self.runtime.options.preserve_all_tensors else tuple(
             t.index for t in self.subgraph.tensors
             if t.data is None and not t.is_variable and t.index not in keep and _large_or_dynamic(t))
+        self._release_after = self._lifetimes(set(self._temporaries))
         self._fast = self._generate()
+
+    def _lifetimes(self, releasable: set[int]) -> dict[int, tuple[int, ...]]:
+        """step -> slots whose last reader (or, if never read, whose producer) is that step."""
+        last: dict[int, int] = {}
+        for step, op in enumerate(self.operations):
+            for t in (*op.outputs, *op.inputs):
+                if t in releasable:
+                    last[t] = step
+        by_step: dict[int, list[int]] = {}
+        for t, step in last.items():
+            by_step.setdefault(step, []).append(t)
+        return {step: tuple(sorted(ts)) for step, ts in by_step.items()}
 
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if self.runtime.profile.enabled or self._fast is None:
@@ -82,9 +98,12 @@ class Executor:
             targets = ", ".join(f"v[{i}]" for i in self.input_indices)
             lines.append(f"    {targets}{',' if n_in == 1 else ''} = inputs")
         lines.append("    try:")
-        self._first_step_line = len(lines) + 1
+        self._step_line: dict[int, int] = {}
         for k in range(len(self.runs)):
             lines.append(f"        r{k}()")
+            self._step_line[len(lines)] = k
+            if k in self._release_after:
+                lines.append("        " + "; ".join(f"v[{t}] = None" for t in self._release_after[k]))
         if not self.runs:
             lines.append("        pass")
         lines.append("    except Exception as e:")
@@ -107,7 +126,7 @@ class Executor:
         step = -1
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == f"<executor of subgraph {self.index}>":
-                step = tb.tb_lineno - self._first_step_line
+                step = self._step_line.get(tb.tb_lineno, -1)
                 break
             tb = tb.tb_next
         return self._error(step, e)
@@ -176,9 +195,12 @@ def fuse_while(cond: Executor, body: Executor, truth) -> Callable:
         lines.extend(f"            {slots}[{i}] = x{k}" for k, i in enumerate(indices))
 
     def steps(ex: Executor, runs: str) -> None:
+        slots = "cv" if runs == "cr" else "bv"
         for k in range(len(ex.runs)):
             lines.append(f"            {runs}[{k}]()")
             where[len(lines)] = (ex, k)
+            if k in ex._release_after:
+                lines.append("            " + "; ".join(f"{slots}[{t}] = None" for t in ex._release_after[k]))
 
     bind("cv", cond.input_indices)
     steps(cond, "cr")
