@@ -2,6 +2,10 @@
 
 Python operators are used where they mean the same as the ufunc: on arrays they dispatch to the same
 ufunc, and on numpy scalars (rank-0 values) they are ten times cheaper than calling the ufunc.
+
+ADD, SUB, MUL and DIV follow LiteRT's fused activation: the result is clamped to an activation range,
+which for float32 is [-FLT_MAX, FLT_MAX] when there is no activation, so 1/0 gives 3.4028235e38 and
+an overflow gives +-FLT_MAX (NaN stays NaN). TANH and SIGN_BIT have no range and act as NONE there.
 """
 from __future__ import annotations
 
@@ -9,44 +13,91 @@ import operator
 
 import numpy as np
 
-from onert_py.backends.cpu._common import activation_of
+from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH
 from onert_py.backends.registry import CPU, KernelContext, Run
+
+try:  # the clip ufunc itself: np.clip adds ~5 us of Python dispatch per call
+    from numpy._core.umath import clip as _clip
+except ImportError:  # numpy < 2
+    try:
+        from numpy.core.umath import clip as _clip
+    except ImportError:
+        _clip = np.clip
 
 
 def _binary(ctx: KernelContext, fn) -> Run:
-    """Run closure for out = act(fn(a, b)); `fn` must return a fresh array."""
+    """Run closure for out = fn(a, b) (an op without fused activation)."""
     ctx.expect_inputs(2)
     a, b = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values
-    act = activation_of(ctx)
-    if act is None:
-        def run() -> None:
-            v[o] = fn(v[a], v[b])
-    else:
-        def run() -> None:
-            v[o] = act(fn(v[a], v[b]))
+
+    def run() -> None:
+        v[o] = fn(v[a], v[b])
     return run
 
 
-def _check_int_divisor(b) -> None:
+def _activation_range(code: int, dt: np.dtype) -> tuple | None:
+    """(lo, hi) of LiteRT's CalculateActivationRange for `dt`, or None when nothing is clamped."""
+    if code == RELU6:
+        return dt.type(0), dt.type(6)
+    if code == RELU_N1_TO_1:
+        return dt.type(-1), dt.type(1)
+    if code not in (NONE, RELU, TANH, SIGN_BIT):
+        raise ValueError(f"unknown fused activation function {code}")
+    if dt.kind == "f":
+        hi = dt.type(np.finfo(dt).max)
+        return (dt.type(0) if code == RELU else -hi), hi
+    if dt.kind in "iu" and code == RELU:
+        return dt.type(0), dt.type(np.iinfo(dt).max)
+    return None  # integers wrap, as LiteRT's do; complex has no activation
+
+
+def _arithmetic(ctx: KernelContext, fn) -> Run:
+    """Run closure for out = clamp(fn(a, b)) with LiteRT's activation range; `fn` returns a fresh
+    array (clamped in place, one pass) or a numpy scalar."""
+    ctx.expect_inputs(2)
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    try:
+        rng = _activation_range(ctx.options.get("fused_activation_function", NONE), ctx.output_dtype())
+    except ValueError as e:
+        raise ctx.fail(str(e)) from None
+    if rng is None:
+        def run() -> None:
+            v[o] = fn(v[a], v[b])
+        return run
+    lo, hi = rng
+
+    def run_clamped() -> None:
+        r = fn(v[a], v[b])
+        if type(r) is np.ndarray:
+            _clip(r, lo, hi, out=r)
+        elif not lo <= r <= hi:  # rank-0: two comparisons are cheaper than a ufunc call
+            r = _clip(r, lo, hi)
+        v[o] = r
+    return run_clamped
+
+
+def _check_divisor(b) -> None:
     if np.any(b == 0):
-        raise ZeroDivisionError("integer division by zero")
+        raise ZeroDivisionError("division by zero")
 
 
 @CPU.register("ADD", dtypes=("float32", "int32", "int64", "int16"))
 def add(ctx: KernelContext) -> Run:
-    return _binary(ctx, operator.add)
+    return _arithmetic(ctx, operator.add)
 
 
 @CPU.register("SUB", dtypes=("float32", "int32", "int64", "int16"))
 def sub(ctx: KernelContext) -> Run:
-    return _binary(ctx, operator.sub)
+    return _arithmetic(ctx, operator.sub)
 
 
 @CPU.register("MUL", dtypes=("float32", "int32", "int64", "int16", "complex64"))
 def mul(ctx: KernelContext) -> Run:
-    return _binary(ctx, operator.mul)
+    return _arithmetic(ctx, operator.mul)
 
 
 @CPU.register("DIV", dtypes=("float32", "int32"))
@@ -54,28 +105,33 @@ def div(ctx: KernelContext) -> Run:
     if ctx.output_dtype().kind in "iu":
         def int_div(a, b):
             # C++ integer division truncates toward zero.
-            _check_int_divisor(b)
+            _check_divisor(b)
             q = np.abs(a) // np.abs(b)
             return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
-        return _binary(ctx, int_div)
-    return _binary(ctx, operator.truediv)
+        return _arithmetic(ctx, int_div)
+    return _arithmetic(ctx, operator.truediv)
 
 
 @CPU.register("FLOOR_DIV", dtypes=("float32", "int32", "int64", "int16", "int8"))
 def floor_div(ctx: KernelContext) -> Run:
     if ctx.output_dtype().kind in "iu":
         def int_floor_div(a, b):
-            _check_int_divisor(b)
+            _check_divisor(b)
             return np.floor_divide(a, b)
         return _binary(ctx, int_floor_div)
-    return _binary(ctx, lambda a, b: np.floor(np.divide(a, b)))
+
+    def float_floor_div(a, b):
+        # LiteRT refuses a zero divisor for float FLOOR_DIV too (where DIV and FLOOR_MOD give inf/NaN)
+        _check_divisor(b)
+        return np.floor(np.divide(a, b))
+    return _binary(ctx, float_floor_div)
 
 
 @CPU.register("FLOOR_MOD", dtypes=("float32", "int32", "int64", "int16", "int8"))
 def floor_mod(ctx: KernelContext) -> Run:
     if ctx.output_dtype().kind in "iu":
         def int_floor_mod(a, b):
-            _check_int_divisor(b)
+            _check_divisor(b)
             return np.mod(a, b)
         return _binary(ctx, int_floor_mod)
 

@@ -80,11 +80,6 @@ def check_both_formats(data: bytes, inputs, rtol=RTOL, atol=ATOL):
     for fmt in ("tflite", "circle"):
         blob = data if fmt == "tflite" else serialize(onert_py.load_model(data), "circle")
         got = onert_py.infer.session(blob).infer([x.copy() for x in inputs])
-        # Known difference, pinned by test_known_overflow_clamp (strict xfail): LiteRT clamps float
-        # ADD/SUB/MUL/DIV results to [-FLT_MAX, FLT_MAX] where onert-py gives +-inf. Discard such draws.
-        assume(not any(np.asarray(g).shape == w.shape and w.dtype == np.float32 and
-                       np.any(np.isinf(np.asarray(g)) & (np.abs(w) == np.finfo(np.float32).max))
-                       for g, w in zip(got, want)))
         compare(got, want, rtol, atol, fmt)
 
 
@@ -365,14 +360,13 @@ def test_random_graphs(case):
 
 
 # ---------------------------------------------------------------------------------------------
-# differences found by the tests above, shrunk; strict xfails until the kernel owner fixes them
+# differences found by the tests above, shrunk (fixed; kept as regressions)
 
-@pytest.mark.xfail(strict=True, reason="LiteRT clamps float ADD/SUB/MUL/DIV results (fused activation NONE "
-                   "or RELU) to [-FLT_MAX, FLT_MAX]: 1/0 -> 3.4028235e+38, 1e30*1e30 -> 3.4028235e+38, "
-                   "3e38+3e38 -> 3.4028235e+38; onert-py returns +-inf")
+# LiteRT clamps float ADD/SUB/MUL/DIV results to the activation range, [-FLT_MAX, FLT_MAX] with no
+# fused activation: 1/0 -> 3.4028235e+38, 1e30*1e30 -> 3.4028235e+38, 3e38+3e38 -> 3.4028235e+38.
 @pytest.mark.parametrize("op, a, b", [("DIV", 1.0, 0.0), ("DIV", -1.0, 0.0), ("MUL", 1e30, 1e30),
                                       ("ADD", 3e38, 3e38), ("SUB", -3e38, 3e38)])
-def test_known_overflow_clamp(op, a, b):
+def test_float_overflow_clamp(op, a, b):
     mb = ModelBuilder()
     sg = mb.subgraph("main")
     x, y = sg.tensor("a", [1], np.float32), sg.tensor("b", [1], np.float32)
