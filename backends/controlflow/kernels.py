@@ -14,7 +14,7 @@ import numpy as np
 
 from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run
 from onert_py.errors import ExecutionError
-from onert_py.exec.executor import fuse_while
+from onert_py.exec.executor import fuse_if, fuse_while
 
 
 def _subgraph(ctx: KernelContext, key: str):
@@ -100,17 +100,32 @@ def if_(ctx: KernelContext) -> Run:
     # Each branch only receives the inputs it reads; the rest are passed as None (never touched).
     masks = {id(ex): _reads(ex) for ex in (then_ex, else_ex)}
 
-    def run() -> None:
-        cond = v[cond_i]
-        if cond.size != 1:
-            raise ExecutionError(f"IF condition must have one element, got shape {list(cond.shape)}")
-        ex = then_ex if cond.reshape(-1)[0] else else_ex
+    def run_profiled() -> None:
+        ex = then_ex if _if_truth(v[cond_i]) else else_ex
         mask = masks[id(ex)]
         args = copier([v[i] if m else None for i, m in zip(data, mask)])
         results = copier(ex.execute(args))
         for o, r in zip(outs, results):
             v[o] = r
+
+    if copier.copy_all:
+        return run_profiled
+    profile = ctx.runtime.profile
+    fused = []   # built on first run: the branches may be prepared after this op
+
+    def run() -> None:
+        if profile.enabled:
+            return run_profiled()
+        if not fused:
+            fused.append(fuse_if(v, cond_i, data, outs, then_ex, else_ex, _if_truth))
+        fused[0]()
     return run
+
+
+def _if_truth(cond) -> bool:
+    if cond.size != 1:
+        raise ExecutionError(f"IF condition must have one element, got shape {list(cond.shape)}")
+    return bool(cond.reshape(-1)[0])
 
 
 @CONTROLFLOW.register("WHILE", "STABLEHLO_WHILE")  # same options: cond/body subgraph indices

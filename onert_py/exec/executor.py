@@ -174,71 +174,120 @@ class Executor:
         return ExecutionError(f"{where}: {type(e).__name__}: {e}")
 
 
-def fuse_while(cond: Executor, body: Executor, truth) -> Callable:
+class _Fused:
+    """Generated code that inlines other subgraphs' steps: their inputs are bound straight to the
+    callee's slots and its step closures called in place, with no `execute` call and no argument or
+    result lists. A failing step is found from the traceback's line number, as in `_generate`."""
+
+    def __init__(self, title: str):
+        self.filename = f"<{title}>"
+        self.lines: list[str] = []
+        self.where: dict[int, tuple[Executor, int]] = {}    # generated line -> (executor, step)
+        self.namespace: dict = {"bool_": np.bool_, "error_at": self.error_at}
+        self.callees: list[Executor] = []
+
+    def inline(self, ex: Executor, args: Sequence[str | None], indent: str) -> list[str]:
+        """Lines binding `args` (expressions, None = not passed) to ex's inputs and running its steps;
+        returns expressions for its outputs, valid until the next inline of the same executor."""
+        if ex not in self.callees:
+            self.callees.append(ex)
+            k = self.callees.index(ex)
+            self.namespace[f"s{k}"], self.namespace[f"r{k}"] = ex.values, ex.runs
+        k = self.callees.index(ex)
+        slots, runs = f"s{k}", f"r{k}"
+        self.lines.extend(f"{indent}{slots}[{i}] = {a}" for i, a in zip(ex.input_indices, args) if a is not None)
+        for step in range(len(ex.runs)):
+            self.lines.append(f"{indent}{runs}[{step}]()")
+            self.where[len(self.lines)] = (ex, step)
+            if step in ex._release_after:
+                self.lines.append(indent + "; ".join(f"{slots}[{t}] = None" for t in ex._release_after[step]))
+        return [f"{slots}[{o}]" for o in ex.output_indices]
+
+    def release_temporaries(self, indent: str) -> None:
+        for k, ex in enumerate(self.callees):
+            self.lines.extend(f"{indent}s{k}[{t}] = None" for t in ex._temporaries)
+        self.lines.append(f"{indent}pass")
+
+    def error_at(self, e: Exception) -> OnertPyError:
+        tb = e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.filename and tb.tb_lineno in self.where:
+                ex, step = self.where[tb.tb_lineno]
+                return ex._error(step, e)
+            tb = tb.tb_next
+        return e if isinstance(e, OnertPyError) else ExecutionError(f"{type(e).__name__}: {e}")
+
+    def build(self, name: str, **names) -> Callable:
+        self.namespace.update(names)
+        exec(compile("\n".join(self.lines), self.filename, "exec"), self.namespace)
+        return self.namespace[name]
+
+
+def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:
     """One generated function running a whole WHILE: the cond's and the body's steps inlined in one
-    Python `while` loop, loop values bound straight to their slots. It replaces two `execute` calls,
-    two list builds and two argument bindings per iteration, which is where a scalar loop's time goes.
+    Python `while` loop. It replaces two `execute` calls, two list builds and two argument bindings
+    per iteration, which is where a scalar loop's time goes.
 
     Returns loop(values, bound) -> (iterations, final values); iterations is -1 when `bound` (if >= 0)
     iterations ran and the cond still says go on (the caller raises).
     `truth(verdict, iteration)` decides a verdict that is not a numpy bool scalar.
     """
-    xs = ", ".join(f"x{k}" for k in range(len(body.input_indices))) + ","
-    lines = ["def loop(values, bound):",
-             f"    {xs} = values",
-             "    count = 0",
-             "    try:",
-             "        while True:"]
-    where: dict[int, tuple[Executor, int]] = {}   # generated line -> (executor, step)
+    f = _Fused(f"WHILE loop over subgraphs {cond.index} and {body.index}")
+    xs = [f"x{k}" for k in range(len(body.input_indices))]
+    f.lines += ["def loop(values, bound):",
+                f"    {', '.join(xs)}, = values",
+                "    count = 0",
+                "    try:",
+                "        while True:"]
+    (verdict,) = f.inline(cond, xs, " " * 12)
+    f.lines += [f"            c = {verdict}",
+                "            if c.__class__ is bool_:",
+                "                if not c:",
+                "                    break",
+                "            elif not truth(c, count):",
+                "                break",
+                "            if count == bound:",
+                "                count = -1",
+                "                break"]
+    results = f.inline(body, xs, " " * 12)
+    f.lines += [f"            {', '.join(xs)}, = {', '.join(results)},",
+                "            count += 1",
+                "    except Exception as e:",
+                "        raise error_at(e) from e",
+                "    finally:"]
+    f.release_temporaries(" " * 8)
+    f.lines.append(f"    return count, [{', '.join(xs)}]")
+    return f.build("loop", truth=truth)
 
-    def bind(slots: str, indices: Sequence[int]) -> None:
-        lines.extend(f"            {slots}[{i}] = x{k}" for k, i in enumerate(indices))
 
-    def steps(ex: Executor, runs: str) -> None:
-        slots = "cv" if runs == "cr" else "bv"
-        for k in range(len(ex.runs)):
-            lines.append(f"            {runs}[{k}]()")
-            where[len(lines)] = (ex, k)
-            if k in ex._release_after:
-                lines.append("            " + "; ".join(f"{slots}[{t}] = None" for t in ex._release_after[k]))
+def fuse_if(v: list, cond_slot: int, data: Sequence[int], outs: Sequence[int], then_ex: Executor,
+            else_ex: Executor, truth: Callable) -> Callable:
+    """IF as one generated run closure: the verdict read, then the chosen branch's steps inlined with
+    its inputs bound from the caller's slots (only those it reads) and its outputs stored back."""
+    f = _Fused(f"IF over subgraphs {then_ex.index} and {else_ex.index}")
+    f.lines += ["def run():",
+                f"    c = v[{cond_slot}]",
+                "    if c.__class__ is not bool_:",
+                "        c = truth(c)",
+                "    try:"]
+    for keyword, ex in (("if c:", then_ex), ("else:", else_ex)):
+        f.lines.append(f"        {keyword}")
+        reads = _reads(ex.subgraph)
+        results = f.inline(ex, [f"v[{i}]" if r else None for i, r in zip(data, reads)], " " * 12)
+        f.lines += [f"            v[{o}] = {r}" for o, r in zip(outs, results)]
+        f.lines.append("            pass")
+    f.lines += ["    except Exception as e:",
+                "        raise error_at(e) from e",
+                "    finally:"]
+    f.release_temporaries(" " * 8)
+    return f.build("run", v=v, truth=truth)
 
-    bind("cv", cond.input_indices)
-    steps(cond, "cr")
-    lines += [f"            c = cv[{cond.output_indices[0]}]",
-              "            if c.__class__ is bool_:",
-              "                if not c:",
-              "                    break",
-              "            elif not truth(c, count):",
-              "                break",
-              "            if count == bound:",
-              "                count = -1",
-              "                break"]
-    bind("bv", body.input_indices)
-    steps(body, "br")
-    lines += [f"            {xs} = " + ", ".join(f"bv[{o}]" for o in body.output_indices) + ",",
-              "            count += 1",
-              "    except Exception as e:",
-              "        raise error_at(e) from e",
-              "    finally:"]
-    lines += [f"        {slots}[{t}] = None" for ex, slots in ((cond, "cv"), (body, "bv"))
-              for t in ex._temporaries]
-    lines += ["        pass",
-              f"    return count, [{xs}]"]
-    filename = f"<WHILE loop over subgraphs {cond.index} and {body.index}>"
 
-    def error_at(e: Exception) -> OnertPyError:
-        tb = e.__traceback__
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename == filename and tb.tb_lineno in where:
-                ex, step = where[tb.tb_lineno]
-                return ex._error(step, e)
-            tb = tb.tb_next
-        return e if isinstance(e, OnertPyError) else ExecutionError(f"{type(e).__name__}: {e}")
-
-    namespace = dict(cv=cond.values, bv=body.values, cr=cond.runs, br=body.runs, bool_=np.bool_,
-                     truth=truth, error_at=error_at)
-    exec(compile("\n".join(lines), filename, "exec"), namespace)
-    return namespace["loop"]
+def _reads(subgraph) -> list[bool]:
+    """Per subgraph input: whether any op (or an output) of the subgraph reads it."""
+    used = {t for op in subgraph.operations for t in op.inputs}
+    used.update(subgraph.outputs)
+    return [i in used for i in subgraph.inputs]
 
 
 class ExecutorMap:

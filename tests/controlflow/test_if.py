@@ -6,6 +6,7 @@ from functools import partial
 import numpy as np
 import pytest
 
+import onert_py
 from builders import (
     F32, I32, accumulate_loop_body, add_subgraph, all_inplace_scenarios, assert_outputs, const_subgraph,
     counter_only, deep_body, dynamic_body_with_aliases, dynamic_increasing_size,
@@ -48,7 +49,6 @@ def test_dynamic_branch(fmt, cond, expected):
 @fmts
 def test_dynamic_branch_alternating(fmt):
     """One session alternates branches: the output shape follows the branch taken each time."""
-    import onert_py
     mb = if_model([("a", [2], I32), ("b", [1, 2], I32)], add_subgraph, pad_subgraph, [("out", [-1, -1], I32)])
     sess = onert_py.infer.session(mb.to_bytes(fmt))
     for cond in (True, False, True, False):
@@ -183,3 +183,27 @@ def test_litert_agrees_on_the_add_or_mul_case():
     mb = if_model([("a", [2], I32), ("b", [1, 2], I32)], add_subgraph, mul_subgraph, [("out", [-1, -1], I32)])
     assert_outputs(run_litert(mb, [T, i32(5, 7), np.array([[1, 2]], I32)]), [np.array([[6, 9]], I32)])
     assert_outputs(run_litert(mb, [F, i32(5, 7), np.array([[1, 2]], I32)]), [np.array([[5, 14]], I32)])
+
+
+def _dividing_branch(sg):
+    """(a, b) -> a / b, int32: divides by zero when b is 0."""
+    a, b, out = sg.tensor("a", [2], I32), sg.tensor("b", [1, 2], I32), sg.tensor("q", [1, 2], I32)
+    sg.op("DIV", [a, b], [out], fused_activation_function=0)
+    sg.inputs, sg.outputs = [a, b], [out]
+    return sg
+
+
+@pytest.mark.parametrize("profiled", [False, True], ids=["fused", "per_step"])
+@fmts
+def test_branch_error_names_the_branch_op_and_session_recovers(fmt, profiled):
+    """IF runs its branch inlined in one generated closure (or step by step while profiling): an
+    error inside the branch names the branch's subgraph and op either way."""
+    mb = if_model([("a", [2], I32), ("b", [1, 2], I32)], _dividing_branch, add_subgraph,
+                  [("out", [1, 2], I32)])
+    sess = onert_py.infer.session(mb.to_bytes(fmt))
+    sess.profile.enabled = profiled
+    with pytest.raises(onert_py.ExecutionError) as e:
+        sess.infer([T, i32(6, 8), np.array([[0, 2]], I32)])
+    assert "subgraph 1" in str(e.value) and "DIV" in str(e.value) and "IF" in str(e.value)
+    assert_outputs(sess.infer([T, i32(6, 8), np.array([[3, 2]], I32)]), [np.array([[2, 4]], I32)])
+    assert_outputs(sess.infer([F, i32(6, 8), np.array([[3, 2]], I32)]), [np.array([[9, 10]], I32)])
