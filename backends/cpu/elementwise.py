@@ -10,6 +10,7 @@ an overflow gives +-FLT_MAX (NaN stays NaN). TANH and SIGN_BIT have no range and
 from __future__ import annotations
 
 import operator
+from math import isinf
 
 import numpy as np
 
@@ -60,8 +61,9 @@ def _arithmetic(ctx: KernelContext, fn) -> Run:
     a, b = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values
+    code = ctx.options.get("fused_activation_function", NONE)
     try:
-        rng = _activation_range(ctx.options.get("fused_activation_function", NONE), ctx.output_dtype())
+        rng = _activation_range(code, ctx.output_dtype())
     except ValueError as e:
         raise ctx.fail(str(e)) from None
     if rng is None:
@@ -69,6 +71,20 @@ def _arithmetic(ctx: KernelContext, fn) -> Run:
             v[o] = fn(v[a], v[b])
         return run
     lo, hi = rng
+
+    scalar_type = ctx.output_dtype().type
+    if code == NONE and scalar_type is np.float32:
+        # Rank-0 values (loop counters, scalar states) take the first branch: with no activation only
+        # +-inf lies outside [-FLT_MAX, FLT_MAX], and math.isinf is the cheapest test of a numpy scalar.
+        def run_unbounded() -> None:
+            r = fn(v[a], v[b])
+            if r.__class__ is scalar_type:
+                if isinf(r):
+                    r = hi if r > 0 else lo
+            else:
+                _clip(r, lo, hi, out=r)
+            v[o] = r
+        return run_unbounded
 
     def run_clamped() -> None:
         r = fn(v[a], v[b])
