@@ -305,21 +305,44 @@ def _segment_reduce(data, ids, n: int, kind: str, dt) -> np.ndarray:
     return out
 
 
+def _segment_count(ids: np.ndarray) -> int:
+    """Number of output rows (max id + 1) for sorted non-negative segment ids; ValueError otherwise."""
+    if ids.ndim != 1:
+        raise ValueError(f"segment ids must be 1-D, have shape {ids.shape}")
+    if not ids.size:
+        return 0
+    if ids[0] < 0:
+        raise ValueError(f"segment ids must be non-negative, the first is {int(ids[0])}")
+    down = np.flatnonzero(ids[1:] < ids[:-1])
+    if down.size:
+        k = int(down[0]) + 1
+        raise ValueError(f"segment ids must be sorted: id {int(ids[k])} at position {k} follows "
+                         f"{int(ids[k - 1])}")
+    return int(ids[-1]) + 1
+
+
 @CPU.register("SEGMENT_SUM", dtypes=("float32", "int32"))
 def segment_sum(ctx: KernelContext) -> Run:
+    """TensorFlow's segment_sum: ids sorted and non-negative; ids that do not occur (gaps, or ids
+    starting above 0) give zero rows. LiteRT refuses such ids (it requires 0, 1, 2, ... with repeats);
+    we accept them, as TensorFlow does, constant or computed at run time."""
     ctx.expect_inputs(2)
     d, s, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
     dt = ctx.output_dtype()
+    ids_const = ctx.const(1)
+    n_const = None
+    if ids_const is not None:
+        try:
+            n_const = _segment_count(np.asarray(ids_const))
+        except ValueError as e:
+            raise ctx.fail(str(e)) from None
 
     def run() -> None:
         data, ids = v[d], np.asarray(v[s])
-        if ids.ndim != 1 or len(ids) != np.shape(data)[0]:
-            raise ValueError(f"segment ids {ids.shape} do not match data {np.shape(data)}")
-        # LiteRT: ids start at 0 and go up by 0 or 1 (no empty segments)
-        if ids.size and (ids[0] != 0 or np.any((np.diff(ids) != 0) & (np.diff(ids) != 1))):
-            raise ValueError(f"segment ids must start at 0 and increase by 0 or 1, got {ids.tolist()}")
-        n = int(ids[-1]) + 1 if ids.size else 0
+        n = n_const if n_const is not None else _segment_count(ids)
+        if len(ids) != np.shape(data)[0]:
+            raise ValueError(f"{len(ids)} segment ids do not match data of shape {np.shape(data)}")
         v[o] = _segment_reduce(data, ids, n, "SUM", dt)
     return run
 

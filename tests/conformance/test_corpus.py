@@ -44,10 +44,7 @@ def _missing_kernels(name: str) -> list[str]:
 
 # Known differences from LiteRT in code this suite does not own (kernels, writer): strict xfails, so
 # the mark must be removed when the owner fixes it. Key: (model, format); format None = every format.
-KNOWN_MISMATCHES = {
-    ("op_segment_sum", None): "SEGMENT_SUM rejects segment ids with gaps ([0, 0, 1, 3, 3]); LiteRT "
-                              "accepts them and leaves the skipped segment (row 2) zero",
-}
+KNOWN_MISMATCHES: dict[tuple[str, str | None], str] = {}
 
 
 def known_mismatch(name: str, fmt: str) -> str | None:

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_matches_litert, rng, run_onert, single_op_model
+from helpers import assert_matches_litert, rng, run_litert, run_onert, single_op_model
 
 R = rng(23)
 
@@ -285,10 +285,49 @@ def test_embedding_lookup(dtype, tshape, ids):
            [np.array(ids, np.int32), t], [("o", [len(ids)] + list(tshape[1:]), dtype)])
 
 
-def test_segment_sum_gap_fails():
-    mb = single_op_model("SEGMENT_SUM", [("x", [3], np.float32), ("s", [3], np.int32)], [("o", [-1], np.float32)])
-    with pytest.raises(onert_py.OnertPyError, match="SEGMENT_SUM"):
-        run_onert(mb, [np.ones(3, np.float32), np.array([0, 2, 2], np.int32)])
+def _segment_sum_model(ids, const: bool, rows: int = 5):
+    n = max(ids) + 1 if len(ids) else 0
+    s = ("const", np.array(ids, np.int32)) if const else ("s", [len(ids)], np.int32)
+    return single_op_model("SEGMENT_SUM", [("x", [rows, 2], np.float32), s], [("o", [n, 2], np.float32)])
+
+
+@pytest.mark.parametrize("const", [True, False], ids=["const_ids", "runtime_ids"])
+@pytest.mark.parametrize("ids", [[0, 0, 1, 3, 3], [1, 1, 2, 2, 2], [2, 2, 5, 5, 9], [0, 4, 4, 4, 7]], ids=str)
+def test_segment_sum_gaps(ids, const):
+    # Deliberate difference from LiteRT: LiteRT refuses sorted ids with gaps or not starting at 0
+    # (segment_sum.cc "delta == 0 || delta == 1", "current_segment_id != 0"), constant or not; we accept
+    # them as TensorFlow's segment_sum does, with zero rows for the ids that do not occur.
+    x = _data((5, 2), np.float32)
+    mb = _segment_sum_model(ids, const)
+    inputs = [x] if const else [x, np.array(ids, np.int32)]
+    with pytest.raises((RuntimeError, ValueError)):
+        run_litert(mb, inputs)
+    want = np.zeros((max(ids) + 1, 2), np.float32)   # TensorFlow's definition: output[i] = sum of x[ids == i]
+    for i, row in zip(ids, x):
+        want[i] += row
+    for fmt in ("tflite", "circle"):
+        (got,) = run_onert(mb, inputs, fmt)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("const", [True, False], ids=["const_ids", "runtime_ids"])
+@pytest.mark.parametrize("ids, msg", [([0, 2, 1, 3, 3], "sorted: id 1 at position 2 follows 2"),
+                                      ([0, 0, 1, 1, 0], "sorted: id 0 at position 4 follows 1"),
+                                      ([-1, 0, 0, 1, 1], "non-negative, the first is -1")], ids=str)
+def test_segment_sum_bad_ids_fail(ids, msg, const):
+    # unsorted or negative ids are refused (by LiteRT too), constant ones when the session is made
+    mb = _segment_sum_model(ids, const)
+    x = np.ones((5, 2), np.float32)
+    err = onert_py.PrepareError if const else onert_py.ExecutionError
+    for fmt in ("tflite", "circle"):
+        with pytest.raises(err, match=f"SEGMENT_SUM.*{msg}"):
+            run_onert(mb, [x] if const else [x, np.array(ids, np.int32)], fmt)
+
+
+def test_segment_sum_id_count_mismatch_fails():
+    mb = single_op_model("SEGMENT_SUM", [("x", [3], np.float32), ("s", [2], np.int32)], [("o", [-1], np.float32)])
+    with pytest.raises(onert_py.ExecutionError, match="2 segment ids do not match data of shape"):
+        run_onert(mb, [np.ones(3, np.float32), np.array([0, 1], np.int32)])
 
 
 def test_embedding_lookup_out_of_range_fails():
