@@ -1,13 +1,15 @@
 """Circle-only ops (negative op codes): INSTANCE_NORM, RMS_NORM, ROPE, GRU, BCQ_FULLY_CONNECTED, BCQ_GATHER.
 
 LiteRT cannot run these; the semantics follow Samsung ONE's kernels (onert's cker, onert-micro's PAL,
-luci-interpreter). docs/circle_ops.md describes each op and its source.
+luci-interpreter). No public ONE kernel runs the two BCQ ops: they follow ONE's BCQ packer (luci's
+FuseBCQPass) and onert's shape inference. docs/circle_ops.md describes each op and its source.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
+from onert_py.backends.cpu.indexing import _check_indices
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 
@@ -165,4 +167,170 @@ def gru(ctx: KernelContext) -> Run:
         else:
             out = h
         v[o] = np.array(out, dtype=dtype).reshape(out_shape)
+    return run
+
+
+
+# ---------------------------------------------------------------- BCQ (binary-coding quantization)
+#
+# A BCQ weight matrix W [rows, hidden] is stored as bit planes: W[r, h] = sum over the planes k of row r
+# of scale_k * (+1 if bit h of plane k is set, else -1). The clusters tensor [n, 2] lists (qbits, size) per
+# cluster: the next `size` rows each have `qbits` planes. Scales [sum qbits*size] and the packed planes
+# [sum qbits*size, ceil(hidden/32)] int32 hold, cluster after cluster and row after row, that row's
+# planes. Bit h of a plane is bit h % 32 (least significant first) of word h // 32; the padding bits of
+# the last word are ignored. docs/circle_ops.md gives the sources, and which part is inferred.
+
+
+_DECODE_BLOCK = 1 << 22          # elements of a decode temporary (16 MB of float32)
+
+
+class _BcqCodes:
+    """Statically checked BCQ operands of one op: plane layout, and the dense matrix when constant."""
+
+    def __init__(self, ctx: KernelContext, s_k: int, b_k: int, c_k: int, prefix: str, hidden_key: str):
+        hidden = ctx.options.get(hidden_key, 0)
+        if not isinstance(hidden, int) or hidden <= 0:
+            raise ctx.fail(f"{hidden_key} must be a positive number of columns, is {hidden!r}")
+        clusters = ctx.const(c_k)
+        if clusters is None:
+            raise ctx.fail(f"{prefix}_clusters (input {c_k}) must be a constant tensor: it fixes the output "
+                           f"size")
+        if clusters.dtype.kind not in "iu" or clusters.ndim != 2 or clusters.shape[1] != 2 \
+                or not len(clusters):
+            raise ctx.fail(f"{prefix}_clusters must be an int32 [n, 2] tensor of (qbits, size) rows, n > 0; "
+                           f"has type {clusters.dtype.name} and shape {list(clusters.shape)}")
+        qbits, sizes = clusters[:, 0].astype(np.int64), clusters[:, 1].astype(np.int64)
+        for c, (q, n) in enumerate(zip(qbits.tolist(), sizes.tolist())):
+            if q < 1 or n < 0:
+                raise ctx.fail(f"{prefix}_clusters row {c} is (qbits={q}, size={n}): qbits must be >= 1 and "
+                               f"size >= 0")
+        rows = int(sizes.sum())
+        if rows == 0:
+            raise ctx.fail(f"{prefix}_clusters {clusters.tolist()} give no rows (the sizes sum to 0)")
+        planes = int((qbits * sizes).sum())
+        words = -(-hidden // 32)
+        s_t, b_t = ctx.input_tensor(s_k), ctx.input_tensor(b_k)
+        if s_t is None or b_t is None:
+            raise ctx.fail(f"{prefix}_scales (input {s_k}) and {prefix}_binary (input {b_k}) are required")
+        if s_t.dtype != np.float32:
+            raise ctx.fail(f"{prefix}_scales must be float32, is {s_t.type_name}")
+        if b_t.dtype != np.int32:
+            raise ctx.fail(f"{prefix}_binary must be int32 (32 packed bits a word), is {b_t.type_name}")
+        need = f"the clusters {clusters.tolist()} need sum(qbits * size) = {planes}"
+        if not s_t.is_dynamic and tuple(s_t.shape) != (planes,):
+            raise ctx.fail(f"{prefix}_scales has shape {list(s_t.shape)}; {need} scales, shape [{planes}]")
+        if not b_t.is_dynamic and tuple(b_t.shape) != (planes, words):
+            raise ctx.fail(f"{prefix}_binary has shape {list(b_t.shape)}; {need} bit planes of "
+                           f"ceil({hidden_key}={hidden} / 32) = {words} words, shape [{planes}, {words}]")
+        self.hidden, self.rows, self.planes = hidden, rows, planes
+        self.scales, self.binary = ctx.inputs[s_k], ctx.inputs[b_k]
+        # (qbits, first row, first plane, size) per non-empty cluster.
+        first_rows = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        first_planes = np.concatenate(([0], np.cumsum(qbits * sizes)[:-1]))
+        self.clusters = [(int(q), int(r), int(p), int(n))
+                         for q, r, p, n in zip(qbits, first_rows, first_planes, sizes) if n]
+        s_const, b_const = ctx.const(s_k), ctx.const(b_k)
+        # Constant codes (the usual case) are dequantized once, so each run is one matmul or take.
+        self.dense = self.decode(s_const, b_const) if s_const is not None and b_const is not None else None
+        if self.dense is not None:
+            self.dense.setflags(write=False)
+
+    def decode(self, scales: np.ndarray, binary: np.ndarray) -> np.ndarray:
+        """Dense float32 [rows, hidden] weights. Vectorised over rows and columns; Python loops only over
+        clusters, blocks of rows (bounding the temporaries) and the qbits planes of a row."""
+        hidden, words = self.hidden, -(-self.hidden // 32)
+        if np.shape(scales) != (self.planes,) or np.shape(binary) != (self.planes, words):
+            raise ValueError(f"scales {list(np.shape(scales))} / binary {list(np.shape(binary))} do not hold "
+                             f"{self.planes} bit planes of {words} words")
+        # Little-endian words unpacked least significant bit first: column 32*w + j is bit j of word w.
+        raw = np.ascontiguousarray(binary, dtype="<i4").view(np.uint8)
+        scales = np.asarray(scales, dtype=np.float32)
+        out = np.empty((self.rows, hidden), np.float32)
+        block = max(1, _DECODE_BLOCK // hidden)
+        multi = [n for q, _, _, n in self.clusters if q > 1]
+        scratch = np.empty((min(block, max(multi)), hidden), np.float32) if multi else None
+        for q, row0, plane0, n in self.clusters:
+            for r in range(0, n, block):
+                m = min(block, n - r)
+                p = plane0 + r * q
+                bits = np.unpackbits(raw[p:p + m * q], axis=1, bitorder="little")[:, :hidden]
+                bits = bits.reshape(m, q, hidden)
+                s = scales[p:p + m * q].reshape(m, q)
+                # sum_k s_k * (+1 if bit else -1) = sum_k 2 s_k bit_k - sum_k s_k (float32 rounding aside).
+                acc = out[row0 + r:row0 + r + m]
+                np.multiply(bits[:, 0], 2 * s[:, :1], out=acc)
+                tmp = scratch[:m] if q > 1 else None
+                for k in range(1, q):
+                    np.multiply(bits[:, k], 2 * s[:, k:k + 1], out=tmp)
+                    acc += tmp
+                acc -= s.sum(axis=1, dtype=np.float32)[:, None]
+        return out
+
+    def weights(self, v: list) -> np.ndarray:
+        return self.dense if self.dense is not None else self.decode(v[self.scales], v[self.binary])
+
+
+@CPU.register("BCQ_FULLY_CONNECTED", dtypes=("float32",))
+def bcq_fully_connected(ctx: KernelContext) -> Run:
+    """out [rows, batch] = act(W @ input + bias[:, None]) with input [weights_hidden_size, batch] and W the
+    dequantized BCQ weights. Inputs: input, weights_scales, weights_binary, bias (optional),
+    weights_clusters. Input and output are transposed compared with FULLY_CONNECTED (onert's shape
+    inference gives [rows, input.shape[1]]; ONE's FuseBCQPass puts a TRANSPOSE before and after the op)."""
+    ctx.expect_inputs(5)
+    _float_out(ctx)
+    codes = _BcqCodes(ctx, 1, 2, 4, "weights", "weights_hidden_size")
+    x_t = ctx.input_tensor(0)
+    if x_t.dtype != np.float32:
+        raise ctx.fail(f"input must be float32, is {x_t.type_name}")
+    if len(x_t.shape) != 2:
+        raise ctx.fail(f"input must be 2-D [weights_hidden_size, batch], has shape {list(x_t.shape)}")
+    if not x_t.is_dynamic and x_t.shape[0] != codes.hidden:
+        raise ctx.fail(f"input has shape {list(x_t.shape)}: its first dimension must be weights_hidden_size "
+                       f"({codes.hidden})")
+    b_t = ctx.input_tensor(3)
+    if b_t is not None and int(np.prod(b_t.shape)) != codes.rows:
+        raise ctx.fail(f"bias has shape {list(b_t.shape)}, expected [{codes.rows}] (the clusters' rows)")
+    b_const = ctx.const(3)
+    b_const = b_const.reshape(-1, 1) if b_const is not None else None
+    act = activation_of(ctx)
+    v = ctx.values
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    b_i = ctx.inputs[3] if ctx.has_input(3) else -1
+    hidden = codes.hidden
+
+    def run() -> None:
+        x = v[x_i]
+        if x.ndim != 2 or x.shape[0] != hidden:
+            raise ValueError(f"input has shape {list(x.shape)}, expected [{hidden}, batch]")
+        y = np.matmul(codes.weights(v), x)
+        if b_i >= 0:
+            y += b_const if b_const is not None else np.reshape(v[b_i], (-1, 1))
+        if act is not None:
+            act(y)
+        v[o] = y
+    return run
+
+
+@CPU.register("BCQ_GATHER", dtypes=("float32",))
+def bcq_gather(ctx: KernelContext) -> Run:
+    """GATHER from the dequantized BCQ matrix [rows, input_hidden_size] along `axis` (0: rows, 1: columns).
+    Inputs: input_scales, input_binary, indices, input_clusters."""
+    ctx.expect_inputs(4)
+    _float_out(ctx)
+    codes = _BcqCodes(ctx, 0, 1, 3, "input", "input_hidden_size")
+    idx_t = ctx.input_tensor(2)
+    if idx_t.dtype.kind not in "iu":
+        raise ctx.fail(f"indices must be integers, are {idx_t.type_name}")
+    axis = ctx.options.get("axis", 0)
+    if axis not in (0, 1, -1, -2):
+        raise ctx.fail(f"axis {axis} is out of range for the 2-D BCQ matrix (0 gathers rows, 1 columns)")
+    axis %= 2
+    limit = codes.rows if axis == 0 else codes.hidden
+    v = ctx.values
+    i_i, (o,) = ctx.inputs[2], ctx.outputs
+
+    def run() -> None:
+        idx = np.asarray(v[i_i])
+        _check_indices(idx, limit, "BCQ_GATHER index")
+        v[o] = np.take(codes.weights(v), idx, axis=axis)
     return run
