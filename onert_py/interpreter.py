@@ -5,10 +5,15 @@ Behaviour follows LiteRT 2.x (`ai_edge_litert.interpreter`): the same methods, d
 same keys and value types, the same exception types for misuse (ValueError for bad dtype/shape/index,
 RuntimeError for invoke before allocate_tensors or while a tensor() view is alive).
 
+Shapes: allocate_tensors() propagates the input shapes through every subgraph with LiteRT's rules
+(onert_py.compiler.shape_inference, LITERT policy), so get_tensor_details()/get_output_details() report
+what LiteRT reports before the first invoke: a subgraph is prepared up to its first op with a dynamic
+output (one whose shape depends on values not known at prepare time); tensors after it keep their
+previous shapes (declared, or those of the last invoke) until invoke. A resize that contradicts the
+model (e.g. a constant-shape RESHAPE) fails in allocate_tensors with a RuntimeError naming the op and
+shapes, as in LiteRT. Results are cached per input-shape signature, so resizing back costs a look-up.
+
 Differences (documented, deliberate):
-- Shapes of non-input tensors are the model's declared shapes until the first invoke after an
-  allocate; LiteRT propagates shapes in allocate_tensors. Shape errors of a bad resize therefore
-  surface at invoke (RuntimeError) instead of at allocate_tensors (RuntimeError).
 - No delegates: `experimental_delegates` is accepted and ignored (with a warning), so
   `_get_ops_details` never lists LiteRT's XNNPACK "DELEGATE" nodes.
 - A SignatureRunner does not pin the interpreter (LiteRT's does, by accident of refcounting, which
@@ -31,6 +36,7 @@ import numpy as np
 
 from onert_py.backends.registry import register_custom_kernel, register_custom_op
 from onert_py.compiler import compile_model
+from onert_py.compiler.shape_inference import LITERT, ShapeCache
 from onert_py.errors import ExecutionError, OnertPyError, PrepareError, UnsupportedOpError
 from onert_py.exec.runtime import RuntimeOptions, RuntimeState
 from onert_py.ir import Model, Subgraph, Tensor
@@ -122,6 +128,7 @@ class _SubgraphState:
         self.values: dict[int, np.ndarray] = {}               # last outputs / set_tensor on others
         self.exposed: dict[int, _Buffer] = {}                 # tensor() buffers of non-inputs
         self.input_shapes_at_invoke: list[tuple[int, ...]] | None = None
+        self.prepared_for: tuple | None = None   # input shapes the current shapes were propagated from
         self.used = set(sg.inputs) | set(sg.outputs)
         for op in sg.operations:
             self.used.update(i for i in (*op.inputs, *op.outputs, *op.intermediates) if 0 <= i < n)
@@ -178,6 +185,7 @@ class Interpreter:
         for registerer in list(getattr(self, "_custom_op_registerers", [])) + list(custom_op_registerers or []):
             _run_registerer(registerer)
         self._executors = None           # compiled lazily by allocate_tensors, like LiteRT's prepare
+        self._shape_cache = ShapeCache(self._model, LITERT)   # propagated shapes per input shapes
         self._relaxed = False            # compiled with every activation dynamic (after a resize)
         self._states: dict[int, _SubgraphState] = {}
         self._orphans: list[_Buffer] = []
@@ -258,16 +266,17 @@ class Interpreter:
         self._allocate(0)
 
     def _allocate(self, k: int) -> None:
+        if self._shapes_stale:
+            self._refresh_shapes()   # the last run's shapes are the "previous" shapes kept past a dynamic op
+        self._propagate_shapes(k)
         self._compile()
         for j in self._reachable(k):
             st = self._state(j)
             sg = st.sg
             changed = st.input_shapes_at_invoke != [st.shapes[i] for i in sg.inputs]
-            for i, t in enumerate(sg.tensors):
+            for i in range(len(sg.tensors)):
                 if i in st.used:
                     st.allocated[i] = True
-                if changed and i not in sg.inputs and t.data is None:
-                    st.shapes[i] = tuple(t.shape)   # no shape propagation: declared until invoke
             for i in sg.inputs:
                 t, shape = sg.tensors[i], st.shapes[i]
                 cur = st.inputs.get(i)
@@ -280,6 +289,24 @@ class Interpreter:
             self._drop(*st.exposed.values())
             st.exposed.clear()
             st.ready = True
+
+    def _propagate_shapes(self, k: int) -> None:
+        """LiteRT's prepare: input shapes through subgraph k and the subgraphs its control flow calls.
+        A no-op when the inputs have not been resized since (LiteRT's AllocateTensors does nothing then)."""
+        st = self._state(k)
+        current = tuple(st.shapes[i] for i in st.sg.inputs)
+        if st.prepared_for == current:
+            return
+        try:
+            result = self._shape_cache.infer(k, current)
+        except PrepareError as e:
+            st.ready = False
+            raise ExecutionError(f"allocate_tensors failed: {e}") from e
+        for j, inferred in result.subgraphs.items():
+            shapes = self._state(j).shapes
+            for i, shape in inferred.resolved.items():
+                shapes[i] = shape
+        st.prepared_for = current
 
     def invoke(self) -> None:
         self._ensure_safe()
@@ -318,7 +345,11 @@ class Interpreter:
         for j, st in self._states.items():
             if st.input_shapes_at_invoke is None and j != 0 and not st.ready:
                 continue
+            # Inputs of the subgraphs control flow calls take the shapes of the last call's values,
+            # except inputs nothing reads (LiteRT does not resize those).
             inputs = set(st.sg.inputs)
+            if st.input_shapes_at_invoke is None:
+                inputs -= {t for op in st.sg.operations for t in op.inputs} | set(st.sg.outputs)
             for i, v in enumerate(self._executors[j].values):
                 if i not in inputs and isinstance(v, np.ndarray) and st.sg.tensors[i].data is None:
                     st.shapes[i] = v.shape
