@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from onert_py.compiler import compile_model
+from onert_py.compiler.shape_inference import ShapeCache
 from onert_py.errors import InputError
 from onert_py.exec.executor import scalar_or_array
 from onert_py.exec.runtime import RuntimeOptions, RuntimeState
@@ -43,6 +44,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
                                                    controlflow_copy=controlflow_copy,
                                                    preserve_all_tensors=preserve_all_tensors))
         self.executors = compile_model(self.model, self.runtime, backends)
+        self._shapes = ShapeCache(self.model, known=self._folded_values)   # per input-shape signature
         self._subgraph_index = 0
         if signature is not None:
             self.select_signature(signature)
@@ -80,18 +82,42 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         return infos
 
     def get_outputs_tensorinfo(self) -> list[tensorinfo]:
-        return [_info(self._subgraph.tensors[t]) for t in self._subgraph.outputs]
+        """Outputs' dims: the model's (-1 = dynamic) until update_inputs_tensorinfo fixes input dims;
+        then the dims shape inference propagates from them (-1 where they depend on input values; the
+        model's declaration where not even the rank is known before running)."""
+        infos = [_info(self._subgraph.tensors[t]) for t in self._subgraph.outputs]
+        if all(d is None for d in self._input_dims):
+            return infos
+        shapes = self._infer_shapes(self._input_dims).output_shapes(self.model)
+        for info, shape in zip(infos, shapes):
+            if shape is not None:
+                info.dims, info.rank = list(shape), len(shape)
+        return infos
+
+    def _infer_shapes(self, dims: Sequence[list[int] | None]):
+        sg = self._subgraph
+        shapes = [tuple(d) if d is not None else tuple(_info(sg.tensors[t]).dims)
+                  for d, t in zip(dims, sg.inputs)]
+        return self._shapes.infer(self._subgraph_index, shapes)
+
+    def _folded_values(self) -> dict[int, dict[int, Any]]:
+        """Values the compiler folded into constants, per subgraph (known values for shape inference)."""
+        return {ex.subgraph.index: {i: ex.values[i] for i in getattr(ex, "_folded", ())}
+                for ex in self.executors}
 
     def update_inputs_tensorinfo(self, infos: Sequence[tensorinfo]) -> None:
         """Fix the shapes of inputs (e.g. the -1 dims of a dynamic model) before inference."""
         if len(infos) != len(self._subgraph.inputs):
             raise InputError(f"expected {len(self._subgraph.inputs)} tensorinfo(s), got {len(infos)}")
+        dims = list(self._input_dims)
         for k, info in enumerate(infos):
             if any(d < 0 for d in info.dims):
                 raise InputError(f"input {k} ({info.name!r}): dims {info.dims} must all be >= 0")
             self._check_shape(k, self._subgraph.tensors[self._subgraph.inputs[k]], tuple(info.dims),
                               signature_only=True)
-            self._input_dims[k] = list(info.dims)
+            dims[k] = list(info.dims)
+        self._infer_shapes(dims)   # shapes an op cannot take fail here (ShapeInferenceError), naming it
+        self._input_dims = dims
 
     # ---- running
     def infer(self, inputs: Sequence[Any], *, measure: bool = False):

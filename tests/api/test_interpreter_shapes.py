@@ -30,7 +30,7 @@ CUSTOM_OP_MODELS = {"face_landmark_with_attention", "selfie_segmentation", "self
 def make(cls: type, path: Path, **kw: Any) -> Any:
     if cls is litert.Interpreter:   # the builtin kernels only: XNNPACK replaces nodes with delegates
         kw["experimental_op_resolver_type"] = litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    elif kw.get("experimental_preserve_all_tensors"):
+    elif kw.get("experimental_preserve_all_tensors"):   # the same resolver name: no debugging warning
         kw["experimental_op_resolver_type"] = litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     return cls(model_path=str(path), **kw)
 
