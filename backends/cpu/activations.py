@@ -10,6 +10,11 @@ import numpy as np
 
 from onert_py.backends.registry import CPU, KernelContext, Run
 
+try:  # the clip ufunc itself: np.clip adds microseconds of Python dispatch per call
+    from numpy._core.umath import clip as _clip_ufunc
+except ImportError:  # numpy < 2
+    from numpy.core.umath import clip as _clip_ufunc
+
 _FLOATS = ("float32", "float16")
 _F32 = np.float32
 
@@ -32,15 +37,16 @@ def _clip(lo: float, hi: float):
     lo32, hi32 = _F32(lo), _F32(hi)
 
     def clip(x):
-        # max(lo, min(hi, x)): a NaN input comes out as NaN, like LiteRT's float kernels.
-        return np.minimum(np.maximum(x, lo32), hi32)
+        # One pass of the clip ufunc, which replaces only values strictly outside [lo, hi] (as LiteRT's
+        # x < lo ? lo : x): NaN stays NaN and -0 stays -0, where np.maximum(-0, 0) gives +0. It is
+        # also ~4x faster than np.maximum against a scalar.
+        return _clip_ufunc(x, lo32, hi32)
     return clip
 
 
 @CPU.register("RELU", dtypes=_FLOATS)
 def relu(ctx: KernelContext) -> Run:
-    zero = _F32(0)
-    return _unary(ctx, lambda x: np.maximum(x, zero))
+    return _unary(ctx, _clip(0, np.inf))
 
 
 @CPU.register("RELU6", dtypes=_FLOATS)

@@ -132,6 +132,30 @@ def reduce_prod(ctx: KernelContext) -> Run:
     return _reducer(ctx, _INT_AND_FLOAT, _ufunc_reduce(np.multiply))
 
 
+def _litert_nan_extremum(ufunc: np.ufunc, x: np.ndarray, axes: tuple[int, ...], r):
+    """Redo the slices where numpy's max/min gave NaN with LiteRT's rule. LiteRT folds each reduced
+    slice in row-major order with acc = (acc > in) ? acc : in (MIN: <), so a NaN replaces the
+    accumulator and is itself replaced by the next element: the result is the extremum of the elements
+    after the last NaN, or NaN when the slice ends with a NaN."""
+    rest = [d for d in range(x.ndim) if d not in axes]
+    k = 1
+    for a in axes:
+        k *= x.shape[a]
+    rows = np.transpose(x, rest + list(axes)).reshape(-1, k)
+    out = np.array(r)                      # r: a fresh array (or a scalar); out.reshape(-1) is a view
+    flat = out.reshape(-1)
+    bad = np.flatnonzero(np.isnan(flat))
+    sub = rows[bad]
+    nan = np.isnan(sub)
+    last = (k - 1) - np.argmax(nan[:, ::-1], axis=1)          # index of the last NaN in each slice
+    after = np.arange(k) > last[:, None]
+    fill = x.dtype.type(-np.inf if ufunc is np.maximum else np.inf)
+    vals = ufunc.reduce(np.where(after, sub, fill), axis=1)
+    vals[last == k - 1] = np.nan
+    flat[bad] = vals
+    return out if type(r) is np.ndarray else out[()]
+
+
 def _extremum(ufunc: np.ufunc, float_init: float, int_init: str):
     def make(dt: np.dtype, keep: bool):
         # The identity over an empty axis is -inf / +inf for floats (as TFLite), the type's limit for ints.
@@ -139,7 +163,17 @@ def _extremum(ufunc: np.ufunc, float_init: float, int_init: str):
 
         def reduce(x, axes):
             return ufunc.reduce(x, axis=axes, keepdims=keep, initial=init)
-        return reduce
+        if dt.kind != "f":
+            return reduce
+
+        def reduce_float(x, axes):
+            r = ufunc.reduce(x, axis=axes, keepdims=keep, initial=init)
+            # numpy propagates NaN; only slices holding a NaN need LiteRT's NaN rule (a check on the
+            # output, which is smaller than the input)
+            if np.isnan(r).any():
+                r = _litert_nan_extremum(ufunc, x, axes, r)
+            return r
+        return reduce_float
     return make
 
 
@@ -148,9 +182,8 @@ _MINMAX_TYPES = ("float32", "int32", "int64", "int16", "int8", "uint8")
 
 @CPU.register("REDUCE_MAX", dtypes=_MINMAX_TYPES)
 def reduce_max(ctx: KernelContext) -> Run:
-    # NaN: numpy propagates it. LiteRT's result with NaNs depends on its code path (a 1-axis reduction
-    # returns NaN only when NaN comes after the last number; a full reduction ignores NaN), so NaN
-    # inputs are not part of the contract here.
+    # NaN: LiteRT's running max lets a NaN through only when it is the last element of its slice (see
+    # _litert_nan_extremum); numpy's NaN-propagating result is fixed up where it holds a NaN.
     return _reducer(ctx, _MINMAX_TYPES, _extremum(np.maximum, -np.inf, "min"))
 
 

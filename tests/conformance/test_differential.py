@@ -97,12 +97,21 @@ _ACCUMULATING = {"SUM", "MEAN", "CUMSUM", "FULLY_CONNECTED", "BATCH_MATMUL", "CO
                  "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "AVERAGE_POOL_2D", "ADD_N", "SEGMENT_SUM",
                  "UNSORTED_SEGMENT_SUM", "L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION", "SOFTMAX",
                  "LOG_SOFTMAX", "RESIZE_BILINEAR", "REDUCE_PROD", "UNSORTED_SEGMENT_PROD"}
-# NaN is meaningful for elementwise float ops; ops that select/sort/index on values (argmax, top_k,
-# unique, max/min reductions, where, pooling) have implementation-defined NaN behaviour in LiteRT.
-_NAN_UNSAFE = {"CONV_2D", "CONV_3D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED", "ARG_MAX", "ARG_MIN", "TOPK_V2", "UNIQUE", "REDUCE_MAX", "REDUCE_MIN", "MAX_POOL_2D", "WHERE",
-               "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN", "MAXIMUM", "MINIMUM", "CAST", "FLOOR_DIV",
-               "FLOOR_MOD", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "BUCKETIZE", "SIGN",
-               "HARD_SWISH", "SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION", "BITCAST", "ROUND"}
+# NaN is meaningful for elementwise float ops, and LiteRT's NaN results are deterministic for the
+# clamps (RELU family, fused activations: NaN stays NaN), MAXIMUM/MINIMUM (a > b ? a : b) and
+# REDUCE_MAX/MIN (running max: see backends/cpu/reduce.py), which onert-py matches. Ops that
+# select/sort/index on values (top_k, unique, where, pooling, segment max/min) or go through gemm
+# libraries (conv, FC) have implementation-defined NaN behaviour in LiteRT.
+_NAN_UNSAFE = {"CONV_2D", "CONV_3D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED", "TOPK_V2", "UNIQUE",
+               "MAX_POOL_2D", "WHERE", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN", "CAST", "BUCKETIZE",
+               "SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION", "BITCAST",
+               "RESIZE_BILINEAR",  # see test_known_resize_bilinear_nan
+               # LiteRT's ARG_MAX/MIN ignore NaN on rows of up to 3 elements but return a leading NaN's
+               # index 0 on longer rows ([nan, 5, nan, 6] -> 0): path-dependent
+               "ARG_MAX", "ARG_MIN",
+               # LiteRT sums the LRN window as a running sum (add the entering channel, subtract the
+               # leaving one), so a NaN spreads to every later channel, not just its window
+               "LOCAL_RESPONSE_NORMALIZATION"}
 # Ops where redrawn float values are meaningless or undefined (casts to int of huge values are UB in C).
 _FIXED_FLOATS = {"CAST", "BITCAST"}
 
@@ -265,7 +274,9 @@ def graph_case(draw):
                         else [d for i, d in enumerate(pool[a]) if i not in norm])
         else:
             a = draw(st.integers(0, len(pool) - 1))
-            op = draw(st.sampled_from(SHAPE_OPS))
+            # LiteRT's TRANSPOSE of a rank-0 tensor reads uninitialised memory (garbage, or a segfault
+            # later in the graph), so rank-0 values are not transposed here
+            op = draw(st.sampled_from([o for o in SHAPE_OPS if pool[a] or o != "TRANSPOSE"]))
             if op == "TRANSPOSE":
                 perm = draw(st.permutations(list(range(len(pool[a])))))
                 ops.append((op, (a,), {"perm": list(perm)}))
@@ -382,3 +393,22 @@ def test_float_overflow_clamp(op, a, b):
     want = litert_run(data, inputs)
     got = onert_py.infer.session(data).infer(inputs)
     compare(got, want, what=op)
+
+
+@pytest.mark.xfail(strict=True, reason="RESIZE_BILINEAR: where the source coordinate is a whole pixel, LiteRT "
+                   "reads that pixel only (a NaN neighbour with weight 0 does not reach the output); onert-py "
+                   "computes NaN * 0 and gives NaN")
+def test_known_resize_bilinear_nan():
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [1, 1, 4, 1], np.float32)
+    out = sg.tensor("y", [1, 1, 8, 1], np.float32)
+    sg.inputs, sg.outputs = [x], [out]
+    sg.op("RESIZE_BILINEAR", [x, sg.const("size", np.array([1, 8], np.int32))], [out], align_corners=False,
+          half_pixel_centers=False)
+    mb.signature("serving_default", sg)
+    data = mb.to_bytes("tflite")
+    inputs = [np.array([0, np.nan, 2, 3], np.float32).reshape(1, 1, 4, 1)]
+    want = litert_run(data, inputs)
+    assert want[0].ravel()[0] == 0.0          # LiteRT: output pixel 0 is input pixel 0
+    compare(onert_py.infer.session(data).infer(inputs), want, what="RESIZE_BILINEAR")

@@ -44,6 +44,22 @@ def test_simple_activation(op, shape):
         _case(op, shape, dtype, _fill(shape, dtype))
 
 
+@pytest.mark.parametrize("op", ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1"])
+def test_relu_family_nan_inf_signed_zero_exact(op):
+    # LiteRT's clamps replace only values outside the range (x < lo ? lo : x): NaN stays NaN, -0 stays
+    # -0. Bit for bit, sign of zero included, on lengths that exercise vector bodies and tails.
+    from helpers import FORMATS, run_litert_builtin, run_onert
+    for n in (1, 7, 37, 1000):
+        x = rng(n).choice(np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 0.5, -0.5, 1.0, -1.0, 6.0, 7.0, -7.0],
+                                   np.float32), n).astype(np.float32)
+        mb = single_op_model(op, [("x", [n], np.float32)], [("y", [n], np.float32)])
+        want = run_litert_builtin(mb, [x])[0]
+        for fmt in FORMATS:
+            got = run_onert(mb, [x], fmt)[0]
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg="sign of zero")
+
+
 @pytest.mark.parametrize("alpha", [0.2, -0.5, 0.0, 1.5])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_leaky_relu(shape, alpha):

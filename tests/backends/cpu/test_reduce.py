@@ -141,6 +141,51 @@ def test_arg_dtypes(op, dtype):
     assert_matches_litert(mb, [x])
 
 
+NAN_ROWS = np.array([[1, np.nan, 2, -3], [np.nan] * 4, [-0.0, 0.0, np.nan, 0.0], [np.nan, 1, 2, 3],
+                     [3, 1, 2, np.nan], [np.nan, -np.inf, np.inf, 1], [np.inf, np.nan, -np.inf, -1]], np.float32)
+# LiteRT folds a slice left to right with acc = (acc > x) ? acc : x (MIN: <): a NaN replaces the
+# accumulator and the next element replaces the NaN, so only the elements after the last NaN count
+NAN_ROWS_WANT = {"REDUCE_MAX": [2, np.nan, 0, 3, np.nan, np.inf, -1],
+                 "REDUCE_MIN": [-3, np.nan, 0, 1, np.nan, -np.inf, -np.inf]}
+
+
+def _exact(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg="sign of zero")
+
+
+@pytest.mark.parametrize("op", ["REDUCE_MAX", "REDUCE_MIN"])
+def test_reduce_max_min_nan_rows(op):
+    mb = _model(op, [7, 4], np.float32, [1], False)
+    want = np.array(NAN_ROWS_WANT[op], np.float32)
+    from helpers import run_litert_builtin
+    _exact(run_litert_builtin(mb, [NAN_ROWS])[0], want)       # the rule above is LiteRT's
+    for fmt in ("tflite", "circle"):
+        _exact(run_onert(mb, [NAN_ROWS], fmt)[0], want)
+
+
+@pytest.mark.parametrize("op", ["REDUCE_MAX", "REDUCE_MIN"])
+@pytest.mark.parametrize("seed", range(6))
+def test_reduce_max_min_nan_like_litert(op, seed):
+    # random shapes, axes (several, negative, unsorted), keep_dims and NaN densities, checked bit for bit
+    # (sign of zero included) against LiteRT's builtin kernel; large slices too (multi-axis, 2000 elements)
+    from helpers import run_litert_builtin
+    g = rng(100 + seed)
+    for case in range(12):
+        rank = int(g.integers(1, 5)) if case < 10 else 3
+        shape = [int(d) for d in g.integers(1, 5, rank)] if case < 10 else [int(d) for d in g.integers(8, 16, 3)]
+        axes = [int(a) - (rank if g.random() < 0.3 else 0) for a in g.choice(rank, int(g.integers(1, rank + 1)), replace=False)]
+        keep = bool(g.random() < 0.5)
+        x = g.choice(np.array([-2, -1, -0.0, 0.0, 1, 2, np.inf, -np.inf], np.float32), shape).astype(np.float32)
+        x[g.random(shape) < g.choice([0.05, 0.3, 0.7])] = np.nan
+        mb = _model(op, shape, np.float32, axes, keep)
+        want = run_litert_builtin(mb, [x])[0]
+        for fmt in ("tflite", "circle"):
+            _exact(run_onert(mb, [x], fmt)[0], want)
+
+
 @pytest.mark.parametrize("op", ["ARG_MAX", "ARG_MIN"])
 def test_arg_nan_is_ignored(op):
     nan, inf = np.nan, np.inf
