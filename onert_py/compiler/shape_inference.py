@@ -791,7 +791,8 @@ def _strided_slice(n: Node):
     if s is None:
         return [None]
     if b is None or e is None or st is None:
-        return [None]
+        masks = sum(int(n.opts.get(k, 0)) for k in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask"))
+        return [(-1,) * len(s) if masks == 0 else None]   # without masks the rank is kept
     out = []
     for dim, item in _strided_index(n, s, b, e, st):
         if dim is None:
