@@ -12,9 +12,10 @@ import flatbuffers
 import numpy as np
 
 from circle_schema.v0_10.circle import (
-    Buffer as _Buffer, Metadata as _Metadata, Model as _Model, Operator as _Operator,
-    OperatorCode as _OperatorCode, QuantizationParameters as _Quant, SignatureDef as _SignatureDef,
-    SubGraph as _SubGraph, Tensor as _Tensor, TensorMap as _TensorMap,
+    Buffer as _Buffer, DimensionMetadata as _DimMeta, Int32Vector as _Int32Vector, Metadata as _Metadata,
+    Model as _Model, Operator as _Operator, OperatorCode as _OperatorCode, QuantizationParameters as _Quant,
+    SignatureDef as _SignatureDef, SparsityParameters as _Sparsity, SubGraph as _SubGraph, Tensor as _Tensor,
+    TensorMap as _TensorMap, Uint8Vector as _Uint8Vector, Uint16Vector as _Uint16Vector,
 )
 from onert_py.ir import Model, Operation, Quantization, Signature, Subgraph, Tensor, TYPE_NAME_BY_DTYPE
 from onert_py.schema.formats import CIRCLE_IDENTIFIER, TFLITE_IDENTIFIER, bindings
@@ -59,6 +60,116 @@ def _tensor_bytes(t: Tensor) -> bytes | None:
             flat = np.concatenate([flat, np.zeros(1, np.int8)])
         return ((flat[0::2] & 0xF) | (flat[1::2] << 4)).astype(np.int8).tobytes()
     return np.ascontiguousarray(t.data, dtype=t.dtype).tobytes()
+
+
+# DimensionType and the SparseIndexVector union of the schema (the same codes in TFLite and Circle).
+DENSE, SPARSE_CSR = 0, 1
+_INDEX_VECTORS = {np.dtype(np.int32): (1, _Int32Vector.Int32VectorT),
+                  np.dtype(np.uint16): (2, _Uint16Vector.Uint16VectorT),
+                  np.dtype(np.uint8): (3, _Uint8Vector.Uint8VectorT)}
+
+
+def _index_vector(values: Any, what: str) -> tuple[int, Any]:
+    """(union type, vector object) for a sparse index array: uint8 / uint16 arrays keep their narrow
+    type, any other integer array is written as Int32Vector (its values must fit)."""
+    if values is None:
+        return 0, None
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"sparsity {what} must be integers, not {arr.dtype}")
+    if arr.dtype not in _INDEX_VECTORS:
+        if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
+            raise ValueError(f"sparsity {what} do not fit in int32")
+        arr = arr.astype(np.int32)
+    kind, cls = _INDEX_VECTORS[arr.dtype]
+    vec = cls()
+    vec.values = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+    return kind, vec
+
+
+def _sparsity_object(sp: dict[str, Any]) -> Any:
+    """SparsityParametersT for the IR's sparsity dict (the loader's layout)."""
+    obj = _Sparsity.SparsityParametersT()
+    obj.traversalOrder = [int(d) for d in sp.get("traversal_order") or ()]
+    obj.blockMap = [int(d) for d in sp.get("block_map") or ()]
+    obj.dimMetadata = []
+    for level, d in enumerate(sp.get("dim_metadata") or ()):
+        dm = _DimMeta.DimensionMetadataT()
+        dm.format = int(d["format"])
+        dm.denseSize = int(d.get("dense_size") or 0)
+        dm.arraySegmentsType, dm.arraySegments = _index_vector(d.get("array_segments"), f"level {level} segments")
+        dm.arrayIndicesType, dm.arrayIndices = _index_vector(d.get("array_indices"), f"level {level} indices")
+        obj.dimMetadata.append(dm)
+    return obj
+
+
+def sparse_encode(dense: np.ndarray, traversal_order: Sequence[int] | None = None, block_map: Sequence[int] = (),
+                  block_size: Sequence[int] = (), formats: Sequence[int] | None = None,
+                  index_dtype: Any = np.int32) -> tuple[np.ndarray, dict[str, Any]]:
+    """Compress `dense` in TFLite's sparsity format: (stored values, sparsity dict as the loader gives it).
+
+    The n dims are split by `block_map` / `block_size` into n blocked dims plus k block dims (expanded
+    dims n .. n+k-1); `traversal_order` lists the n + k expanded dims in storage order (default: in
+    order) and `formats[level]` is DENSE or SPARSE_CSR for the dim stored at that level (default: all
+    DENSE; block dims must be DENSE). A SPARSE_CSR level keeps the coordinates whose sub-tensor holds a
+    nonzero. `index_dtype` (int32, uint16 or uint8) is the type of the segment and index vectors.
+    """
+    dense = np.asarray(dense)
+    n, k = dense.ndim, len(block_map)
+    if len(block_size) != k:
+        raise ValueError(f"block_map {list(block_map)} needs one block size each, got {list(block_size)}")
+    order = list(range(n + k)) if traversal_order is None else [int(d) for d in traversal_order]
+    if sorted(order) != list(range(n + k)):
+        raise ValueError(f"traversal_order {order} is not a permutation of the {n + k} expanded dims")
+    fmts = [DENSE] * (n + k) if formats is None else [int(f) for f in formats]
+    if len(fmts) != n + k or any(f not in (DENSE, SPARSE_CSR) for f in fmts):
+        raise ValueError(f"formats {fmts} must give DENSE or SPARSE_CSR for each of the {n + k} levels")
+    if any(fmts[order.index(n + b)] != DENSE for b in range(k)):
+        raise ValueError("block dims must be stored DENSE")
+    block_map = [int(d) for d in block_map]
+    if any(not 0 <= d < n for d in block_map) or len(set(block_map)) != k:
+        raise ValueError(f"block_map {block_map} must name distinct dims of a rank-{n} tensor")
+    idt = np.dtype(index_dtype)
+    if idt not in _INDEX_VECTORS:
+        raise ValueError(f"index_dtype must be int32, uint16 or uint8, not {idt.name}")
+    # split every blocked dim d into (shape[d] // bs, bs); axis_of[e] is expanded dim e's axis there
+    split: list[int] = []
+    axis_of = [0] * (n + k)
+    for d, size in enumerate(dense.shape):
+        axis_of[d] = len(split)
+        if d in block_map:
+            b = block_map.index(d)
+            bs = int(block_size[b])
+            if bs <= 0 or size % bs:
+                raise ValueError(f"block size {bs} does not divide dim {d} of shape {list(dense.shape)}")
+            axis_of[n + b] = len(split) + 1
+            split += [size // bs, bs]
+        else:
+            split.append(size)
+    expanded = dense.reshape(split)
+    stored = np.transpose(expanded, [axis_of[e] for e in order])
+    sizes = stored.shape
+    levels: list[dict[str, Any]] = []
+    prefixes = np.zeros(1, np.int64)                          # flat index of each kept prefix
+    for level, (size, fmt) in enumerate(zip(sizes, fmts)):
+        children = (prefixes[:, None] * size + np.arange(size, dtype=np.int64)).reshape(-1)
+        if fmt == DENSE:
+            levels.append({"format": DENSE, "dense_size": int(size), "array_segments": None, "array_indices": None})
+            prefixes = children
+            continue
+        block = stored.reshape(int(np.prod(sizes[:level + 1], dtype=np.int64)), -1)
+        keep = np.any(block[children] != 0, axis=1).reshape(prefixes.size, size)
+        segments = np.concatenate([[0], np.cumsum(keep.sum(axis=1))])
+        indices = np.nonzero(keep)[1]
+        for what, arr in (("segments", segments), ("indices", indices)):
+            if arr.size and arr.max() > np.iinfo(idt).max:
+                raise ValueError(f"level {level} {what} reach {int(arr.max())}, beyond {idt.name}")
+        levels.append({"format": SPARSE_CSR, "dense_size": 0, "array_segments": segments.astype(idt),
+                       "array_indices": indices.astype(idt)})
+        prefixes = children[keep.reshape(-1)]
+    values = stored.reshape(-1)[prefixes]
+    return values, {"traversal_order": tuple(order), "block_map": tuple(block_map),
+                    "dim_metadata": levels}
 
 
 # Fields that TFLite's schema and Circle's name differently (same slot in the same table).
@@ -124,6 +235,8 @@ def serialize(model: Model, fmt: str = "tflite") -> bytes:
                 q.zeroPoint = [int(z) for z in np.ravel(t.quantization.zero_point)]
                 q.quantizedDimension = t.quantization.quantized_dimension
                 tt.quantization = q
+            if t.sparsity is not None:
+                tt.sparsity = _sparsity_object(t.sparsity)
             sgt.tensors.append(tt)
         sgt.operators = []
         for op in sg.operations:
@@ -250,6 +363,23 @@ class SubgraphBuilder:
         data = np.array(arr, copy=True)
         data.setflags(write=False)
         self.tensors[idx].data = data
+        return idx
+
+    def sparse_const(self, name: str, dense: Any, dtype: Any = None, *, traversal_order: Sequence[int] | None = None,
+                     block_map: Sequence[int] = (), block_size: Sequence[int] = (),
+                     formats: Sequence[int] | None = None, index_dtype: Any = np.int32,
+                     quantization: tuple | None = None, type_name: str | None = None) -> int:
+        """Add a sparse constant (the input of a DENSIFY) holding `dense`, compressed by sparse_encode
+        with these layout arguments; returns its index."""
+        arr = np.asarray(dense, dtype=dtype)
+        if arr.dtype == np.float64 and dtype is None:
+            arr = arr.astype(np.float32)
+        values, sparsity = sparse_encode(arr, traversal_order, block_map, block_size, formats, index_dtype)
+        idx = self.tensor(name, arr.shape, arr.dtype, quantization=quantization, type_name=type_name)
+        values = np.array(values, copy=True)
+        values.setflags(write=False)
+        self.tensors[idx].data = values
+        self.tensors[idx].sparsity = sparsity
         return idx
 
     def op(self, opcode: str, inputs: Iterable[int], outputs: Iterable[int], *, custom_code: str | None = None,

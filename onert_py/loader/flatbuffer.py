@@ -284,7 +284,9 @@ class _Reader:
         vec.Init(table.Bytes, table.Pos)
         self.count(vec.ValuesLength(), 1, f"{where} sparsity index vector")
         values = vec.ValuesAsNumpy()
-        return values.astype(np.int64) if isinstance(values, np.ndarray) else np.zeros(0, np.int64)
+        # keep the stored index type (int32 / uint16 / uint8): the writer writes the same vector type back
+        dtype = {1: np.int32, 2: np.uint16, 3: np.uint8}[kind]
+        return values.astype(dtype) if isinstance(values, np.ndarray) else np.zeros(0, dtype)
 
     def operation(self, op: Any, oi: int, opcodes: list) -> Operation:
         ci = op.OpcodeIndex()
