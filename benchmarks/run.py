@@ -13,6 +13,7 @@ option are set to --threads for the whole run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -28,6 +29,7 @@ if __name__ == "__main__":  # before numpy loads OpenBLAS
 
 import datetime  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -142,6 +144,15 @@ def loop_cases() -> list[tuple[str, str, list[int], Callable, dict, np.ndarray]]
 
 # ---------------------------------------------------------------- runners: (name, model) -> run(inputs)
 
+def register_mediapipe_ops() -> None:
+    """mediapipe's custom ops (Convolution2DTransposeBias in selfie_segmentation, Landmarks2TransformMatrix,
+    TransformLandmarks and TransformTensorBilinear in face_landmark_with_attention) for onert-py, as an
+    application using those models registers them. LiteRT has Convolution2DTransposeBias built in and
+    none of the others; onert has none of them."""
+    from onert_py.contrib import mediapipe_ops
+    mediapipe_ops.register()
+
+
 def _write_tmp(data: bytes, suffix: str) -> str:
     fd, path = tempfile.mkstemp(suffix=suffix)
     os.write(fd, data)
@@ -152,6 +163,7 @@ def _write_tmp(data: bytes, suffix: str) -> str:
 def make_runner(name: str, tflite: str | bytes | None, onnx_model: bytes | None = None):
     """A callable running the model once on `name`; raises when that runtime cannot load it."""
     if name == "onert-py":
+        register_mediapipe_ops()
         sess = onert_py.infer.session(tflite)
         return sess.infer
     if name == "LiteRT":
@@ -205,9 +217,32 @@ def _onert_rejects_rank0() -> bool:
     return False
 
 
-def _why(e: BaseException) -> str:
+def _why(e: BaseException, native: list[str] | None = None) -> str:
     msg = " ".join(str(e).split())
-    return f"cannot run ({type(e).__name__}{': ' + msg[:70] if msg else ''})"
+    why = f"{type(e).__name__}{': ' + msg[:70] if msg else ''}"
+    # onert's exceptions only say NNFW_STATUS_ERROR; the reason is what it printed to stderr
+    said = [line for line in native or () if not line.startswith(("INFO", "WARNING"))]
+    if said:
+        why += "; " + re.sub(r"^(Fail to load model|Error during model prepare)\s*:\s*", "", said[-1])[:60]
+    return f"cannot run ({why})"
+
+
+@contextlib.contextmanager
+def native_stderr(lines: list[str]):
+    """Collect (and echo) what native code writes to file descriptor 2 inside the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            f.seek(0)
+            text = f.read().decode(errors="replace")
+            lines.extend(line.strip() for line in text.splitlines() if line.strip())
+            sys.stderr.write(text)
 
 
 def _timed(fn, inputs) -> float:
@@ -265,6 +300,7 @@ def model_inputs(path: Path) -> list[np.ndarray]:
 
 
 def _inputs_from_onert_py(path: Path) -> list[np.ndarray]:
+    register_mediapipe_ops()
     rng = np.random.default_rng(0)
     s = onert_py.infer.session(str(path))
     return [rng.random([max(d, 1) for d in i.dims]).astype(i.dtype) for i in s.get_inputs_tensorinfo()]
@@ -284,12 +320,14 @@ def bench_mediapipe(runs: int, log) -> list[tuple[str, dict]]:
                 result = {name: _why(e) for name in RUNTIMES[:3]}
         fns = {}
         for name in RUNTIMES[:3] if inputs is not None else ():
+            native: list[str] = []
             try:
-                fn = make_runner(name, path)
-                fn(inputs)
+                with native_stderr(native):
+                    fn = make_runner(name, path)
+                    fn(inputs)
                 fns[name] = fn
             except Exception as e:  # noqa: BLE001
-                result[name] = _why(e)
+                result[name] = _why(e, native)
         result["onnxruntime"] = "n/a (tflite)"
         times = {name: [] for name in fns}
         for _ in range(runs):  # paired A/B/A/B
@@ -406,8 +444,12 @@ model per n); the loop state is the only input (rank 0 in (a)). Per iteration =
 
 ## mediapipe 0.10.14 models (median latency, ms)
 
-Inputs: seeded uniform [0, 1) of each model's input shape. Models with mediapipe's custom ops
-(Landmarks2TransformMatrix, TransformTensorBilinear, …) cannot run on a stock LiteRT or onert build.
+Inputs: seeded uniform [0, 1) of each model's input shape. Some models use mediapipe's custom ops:
+onert-py runs them with `onert_py.contrib.mediapipe_ops.register()` (done here, as an application
+using these models would); LiteRT has Convolution2DTransposeBias (selfie_segmentation) built in but
+not Landmarks2TransformMatrix / TransformLandmarks / TransformTensorBilinear
+(face_landmark_with_attention); a stock onert build has none of them. "cannot run" cells give the
+error each runtime raised.
 
 {table("model", "ms", mp, "{:.2f}")}
 

@@ -1,21 +1,47 @@
 """Helpers shared by CPU kernel families."""
 from __future__ import annotations
 
+import weakref
 from typing import Callable
 
 import numpy as np
+
+try:  # the clip ufunc itself: np.clip adds ~2.5 µs of Python argument handling per call
+    from numpy._core.umath import clip as _clip
+except ImportError:  # numpy < 2
+    from numpy.core.umath import clip as _clip
 
 # ActivationFunctionType codes of the schema.
 NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT = 0, 1, 2, 3, 4, 5
 
 
-def _in_place(ufunc_call: Callable[..., np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
-    """Apply in place on a fresh ndarray; numpy scalars (0-d results of ufuncs) get a new value."""
+def _bounds(dt: np.dtype, lo: float, hi: float) -> tuple:
+    """[lo, hi] as scalars of dtype `dt` (an infinite bound becomes the integer type's limit)."""
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return dt.type(max(lo, info.min)), dt.type(min(hi, info.max))
+    return dt.type(lo), dt.type(hi)
+
+
+def _clamp(lo: float, hi: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Clamp to [lo, hi] in one pass (the clip ufunc), in place on a fresh ndarray; numpy scalars get
+    a new value. NaN stays NaN. One clip beats np.maximum even for RELU: numpy's float maximum against
+    a scalar is not vectorised, clip is (measured 2.7x on a [512, 64] float32 array)."""
+    by_dtype: dict = {}
+
     def apply(x):
+        dt = x.dtype
+        b = by_dtype.get(dt)
+        if b is None:
+            b = by_dtype[dt] = _bounds(dt, lo, hi)
         if type(x) is np.ndarray:
-            return ufunc_call(x, out=x)
-        return ufunc_call(x)
+            return _clip(x, b[0], b[1], out=x)
+        return _clip(x, b[0], b[1])
     return apply
+
+
+def _tanh(x):
+    return np.tanh(x, out=x) if type(x) is np.ndarray else np.tanh(x)
 
 
 def fused_activation(code: int) -> Callable[[np.ndarray], np.ndarray] | None:
@@ -23,16 +49,54 @@ def fused_activation(code: int) -> Callable[[np.ndarray], np.ndarray] | None:
     if code == NONE:
         return None
     if code == RELU:
-        return _in_place(lambda x, **kw: np.maximum(x, x.dtype.type(0), **kw))
+        return _clamp(0.0, np.inf)
     if code == RELU_N1_TO_1:
-        return _in_place(lambda x, **kw: np.clip(x, x.dtype.type(-1), x.dtype.type(1), **kw))
+        return _clamp(-1.0, 1.0)
     if code == RELU6:
-        return _in_place(lambda x, **kw: np.clip(x, x.dtype.type(0), x.dtype.type(6), **kw))
+        return _clamp(0.0, 6.0)
     if code == TANH:
-        return _in_place(lambda x, **kw: np.tanh(x, **kw))
+        return _tanh
     if code == SIGN_BIT:
         return lambda x: np.signbit(x).astype(x.dtype)
     raise ValueError(f"unknown fused activation function {code}")
+
+
+class Scratch:
+    """A reusable flat buffer for kernels' large intermediates (never for outputs, which callers and
+    control flow may still hold). A fresh temporary of a few MB costs page faults on every run (new
+    memory from mmap), 4x the work on a 2 MB resize; a small one comes hot from malloc's free lists,
+    while a kept buffer has gone cold since it was last used: requests under `min_bytes` get a fresh
+    array. Grows to the largest request.
+
+    Use `Scratch.of(ctx, dtype)`: one buffer per session and dtype, shared by its kernels. Kernels run
+    one at a time and hold no scratch across their own return, so sharing is safe, and the session keeps
+    one buffer (the largest request) rather than one per op."""
+
+    min_bytes = 1 << 18
+    _by_runtime: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __init__(self, dtype: np.dtype):
+        self.dtype = np.dtype(dtype)
+        self.buf = np.empty(0, dtype)
+        self.min_size = self.min_bytes // self.dtype.itemsize
+
+    @classmethod
+    def of(cls, ctx, dtype: np.dtype) -> "Scratch":
+        """The scratch of ctx's session (its runtime state) for `dtype`."""
+        per_dtype = cls._by_runtime.setdefault(ctx.runtime, {})
+        dt = np.dtype(dtype)
+        s = per_dtype.get(dt)
+        if s is None:
+            s = per_dtype[dt] = cls(dt)
+        return s
+
+    def get(self, size: int) -> np.ndarray:
+        """A flat array of `size` elements, valid until the next call."""
+        if size < self.min_size:
+            return np.empty(size, self.dtype)
+        if self.buf.size < size:
+            self.buf = np.empty(size, self.dtype)
+        return self.buf[:size]
 
 
 def activation_of(ctx) -> Callable[[np.ndarray], np.ndarray] | None:

@@ -257,29 +257,71 @@ def reverse_sequence(ctx: KernelContext) -> Run:
 
 # ----------------------------------------------------------------------------- padding
 
+def _pad_layout(in_shape: tuple[int, ...], pads) -> tuple:
+    """(output shape, interior index, border indices) of a constant pad. The border is cut into one
+    slab per padded side (each slab spans the interior of the axes before it and all of the axes after
+    it), so border and interior together are written exactly once."""
+    if len(pads) != len(in_shape):
+        raise ValueError(f"paddings for rank {len(pads)}, input has rank {len(in_shape)}")
+    if any(p < 0 for pair in pads for p in pair):
+        raise ValueError(f"negative paddings {[list(p) for p in pads]}")
+    out_shape = tuple(d + b + e for d, (b, e) in zip(in_shape, pads))
+    inner: list[slice] = []
+    border = []
+    for d, (b, e) in zip(in_shape, pads):
+        if b:
+            border.append(tuple(inner) + (slice(0, b),))
+        if e:
+            border.append(tuple(inner) + (slice(b + d, b + d + e),))
+        inner.append(slice(b, b + d))
+    return out_shape, tuple(inner), border
+
+
 def _pad_run(ctx: KernelContext, get_value, mode: str = "constant", offset: int = 0) -> Run:
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_pairs = _pairs(ctx, 1)
     dt = ctx.output_dtype()
 
-    def run() -> None:
-        a = v[x]
-        pads = get_pairs()
-        if len(pads) != np.ndim(a):
-            raise ValueError(f"paddings for rank {len(pads)}, input has rank {np.ndim(a)}")
-        if any(p < 0 for pair in pads for p in pair):
-            raise ValueError(f"negative paddings {[list(p) for p in pads]}")
-        if mode == "constant":
-            out = np.full(tuple(d + b + e for d, (b, e) in zip(np.shape(a), pads)), get_value(), dtype=dt)
-            out[tuple(slice(b, b + d) for d, (b, _) in zip(np.shape(a), pads))] = a
-            v[o] = out
-        else:
+    if mode != "constant":
+        def run_mirror() -> None:
+            a = v[x]
+            pads = get_pairs()
+            if len(pads) != np.ndim(a):
+                raise ValueError(f"paddings for rank {len(pads)}, input has rank {np.ndim(a)}")
+            if any(p < 0 for pair in pads for p in pair):
+                raise ValueError(f"negative paddings {[list(p) for p in pads]}")
             for d, (b, e) in zip(np.shape(a), pads):
                 if b > d - offset or e > d - offset:
                     raise ValueError(f"paddings {[list(p) for p in pads]} too large for shape {np.shape(a)} "
                                      f"in {mode} mode")
             v[o] = np.pad(a, pads, mode=mode)
+        return run_mirror
+
+    layouts: dict = {}
+
+    def run() -> None:
+        a = v[x]
+        pads = get_pairs()
+        key = (np.shape(a), pads)
+        lay = layouts.get(key)
+        if lay is None:
+            if len(layouts) > 16:   # shapes that keep changing: do not hoard layouts
+                layouts.clear()
+            lay = layouts[key] = _pad_layout(*key)
+        out_shape, inner, border = lay
+        value = get_value()
+        if not pads or pads[-1] == (0, 0):
+            # Outer axes padded: fill only the border slabs (most of the output is interior).
+            out = np.empty(out_shape, dtype=dt)
+            for sl in border:
+                out[sl] = value
+        else:
+            # The last axis is padded: its border slabs are short strided runs, slower to fill than
+            # the whole output (and np.zeros is calloc'ed memory, zero without a write).
+            out = np.zeros(out_shape, dtype=dt) if value == 0 else np.full(out_shape, value, dtype=dt)
+        out[inner] = a
+        v[o] = out
     return run
 
 

@@ -1,14 +1,14 @@
 """RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, L2_NORMALIZATION, LOCAL_RESPONSE_NORMALIZATION (NHWC).
 
-Resize index tables and interpolation weights are computed once per (input shape, output size), in
-float32 exactly as TFLite's reference kernels compute them, so sample positions match bit for bit.
+Resize index tables and interpolation weights are computed once per (input shape, output size), at
+prepare time when both are static, in float32 as LiteRT computes them (bilinear output matches LiteRT's
+default path bit for bit). Large intermediates live in the session's scratch buffer; outputs are fresh.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu._common import activation_of
-from onert_py.backends.cpu.conv import _cached
+from onert_py.backends.cpu._common import Scratch, activation_of
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _F32 = np.dtype(np.float32)
@@ -37,6 +37,9 @@ def _size_input(ctx: KernelContext):
 
 
 def _resize(ctx: KernelContext, dtypes: tuple[str, ...], plan_fn, apply) -> Run:
+    """Shared RESIZE_* kernel: `plan_fn(x_shape, (oh, ow), align, half)` builds the index/weight tables
+    once per input shape and size (at prepare time when both are static); `apply(x, plan, scratch)`
+    returns a fresh output."""
     ctx.expect_inputs(2)
     x_t = ctx.input_tensor(0)
     if x_t.dtype.name not in dtypes or ctx.output_dtype() != x_t.dtype:
@@ -50,10 +53,30 @@ def _resize(ctx: KernelContext, dtypes: tuple[str, ...], plan_fn, apply) -> Run:
     if align and half:
         raise ctx.fail("align_corners and half_pixel_centers cannot both be set")
     size_const, s_i = _size_input(ctx)
-    get_plan = _cached(lambda key: plan_fn(key[0], key[1], align, half))
+    plans: dict = {}
+    scratch = Scratch.of(ctx, x_t.dtype)
     x_i = ctx.inputs[0]
     (o_i,) = ctx.outputs
     v = ctx.values
+
+    def get_plan(x_shape: tuple[int, ...], size: tuple[int, int]):
+        key = (x_shape, size)
+        p = plans.get(key)
+        if p is None:
+            if len(plans) > 16:   # a dynamic shape that keeps changing: do not hoard tables
+                plans.clear()
+            p = plans[key] = plan_fn(x_shape, size, align, half)
+        return p
+
+    if size_const is not None and not x_t.is_dynamic:
+        x_shape = tuple(x_t.shape)
+        plan = get_plan(x_shape, size_const)
+
+        def run_static() -> None:
+            x = v[x_i]
+            if x.shape != x_shape:   # a value whose shape differs from the declared one
+                return run()
+            v[o_i] = apply(x, plan, scratch)
 
     def run() -> None:
         x = v[x_i]
@@ -61,42 +84,66 @@ def _resize(ctx: KernelContext, dtypes: tuple[str, ...], plan_fn, apply) -> Run:
             size = size_const
         else:
             s = np.ravel(v[s_i])
+            if s.size != 2:
+                raise ValueError(f"size must hold 2 values, has {s.size}")
             size = (int(s[0]), int(s[1]))
             if size[0] <= 0 or size[1] <= 0:
                 raise ValueError(f"size {list(size)} must be positive")
-        v[o_i] = apply(x, get_plan((x.shape[1:3], size)))
-    return run
+        if x.ndim != 4:
+            raise ValueError(f"input must have rank 4 (NHWC), has shape {list(x.shape)}")
+        v[o_i] = apply(x, get_plan(x.shape, size), scratch)
+    return run_static if size_const is not None and not x_t.is_dynamic else run
 
 
 def _bilinear_axis(in_size: int, out_size: int, align: bool, half: bool):
+    """Per output position: the two source indices and the weight of the second, in float32.
+
+    Positions are `i * scale + offset` (offset = scale/2 - 1/2 for half-pixel centres) clamped at 0, as
+    LiteRT's default (XNNPACK) path computes them: with the blend below this matches LiteRT bit for bit,
+    where `(i + 0.5) * scale - 0.5` (TFLite's reference kernel) differs by an ulp at some positions."""
     scale = _scale(in_size, out_size, align)
-    pos = np.arange(out_size, dtype=np.float32)
-    if half:
-        pos = (pos + np.float32(0.5)) * scale - np.float32(0.5)
-    else:
-        pos = pos * scale
-    lo = np.maximum(np.floor(pos), 0).astype(np.intp)
-    hi = np.minimum(np.ceil(pos).astype(np.intp), in_size - 1)
-    frac = (pos - lo.astype(np.float32)).astype(np.float32)
-    return lo, hi, frac
+    offset = np.float32(0.5) * scale - np.float32(0.5) if half else np.float32(0)
+    pos = np.maximum(np.arange(out_size, dtype=np.float32) * scale + offset, np.float32(0))
+    lo = np.minimum(np.floor(pos).astype(np.intp), in_size - 1)
+    hi = np.minimum(lo + 1, in_size - 1)
+    return lo, hi, (pos - lo.astype(np.float32)).astype(np.float32)
 
 
-def _bilinear_plan(in_hw, out_hw, align, half):
-    (ih, iw), (oh, ow) = in_hw, out_hw
+def _bilinear_plan(x_shape, out_hw, align, half):
+    """Bilinear resize is separable: a 2-tap pass along W, then one along H (LiteRT's order: it blends
+    the top and bottom rows horizontally first). Each pass gathers the two source planes with np.take
+    and blends them as a + (b - a) * t; the weights are shaped so that numpy's inner loops run over whole
+    contiguous rows: the H weights are [OH, 1, 1] (a scalar per output row), the W weights are expanded
+    to [OW, C] (a row of OW*C floats rather than C)."""
+    n, ih, iw, c = x_shape
+    oh, ow = out_hw
     y0, y1, dy = _bilinear_axis(ih, oh, align, half)
     x0, x1, dx = _bilinear_axis(iw, ow, align, half)
-    return y0, y1, dy.reshape(1, oh, 1, 1), x0, x1, dx.reshape(1, 1, ow, 1)
+    w_pass = (2, x0, x1, np.repeat(dx[:, None], c, 1))
+    h_pass = (1, y0, y1, dy.reshape(oh, 1, 1))
+    mid_shape, out_shape = (n, ih, ow, c), (n, oh, ow, c)
+    return w_pass, h_pass, mid_shape, n * ih * ow * c, out_shape, n * oh * ow * c
 
 
-def _bilinear_apply(x, plan):
-    y0, y1, dy, x0, x1, dx = plan
-    top, bottom = x[:, y0], x[:, y1]
-    # TFLite: v00 (1-dy)(1-dx) + v10 dy (1-dx) + v01 (1-dy) dx + v11 dy dx, separated by rows first.
-    rows = top * (np.float32(1) - dy)
-    rows += bottom * dy
-    out = rows[:, :, x0] * (np.float32(1) - dx)
-    out += rows[:, :, x1] * dx
+def _lerp_pass(src, p, out, tmp):
+    """out = a + (b - a) * t with a, b = src[idx0], src[idx1] along axis p[0]; `tmp` is scratch of
+    out's shape."""
+    axis, i0, i1, t = p
+    # mode="clip": the indices are in range already, and "raise" would buffer the output
+    src.take(i0, axis, out, "clip")
+    src.take(i1, axis, tmp, "clip")
+    tmp -= out
+    tmp *= t
+    out += tmp
     return out
+
+
+def _bilinear_apply(x, plan, scratch):
+    w_pass, h_pass, mid_shape, mid_n, out_shape, out_n = plan
+    buf = scratch.get(mid_n + max(mid_n, out_n))
+    mid = _lerp_pass(x, w_pass, buf[:mid_n].reshape(mid_shape), buf[mid_n:2 * mid_n].reshape(mid_shape))
+    out = np.empty(out_shape, np.float32)   # the only fresh array: the output
+    return _lerp_pass(mid, h_pass, out, buf[mid_n:mid_n + out_n].reshape(out_shape))
 
 
 @CPU.register("RESIZE_BILINEAR", dtypes=("float32",))
@@ -117,14 +164,17 @@ def _nearest_axis(in_size: int, out_size: int, align: bool, half: bool):
     return idx
 
 
-def _nearest_plan(in_hw, out_hw, align, half):
-    (ih, iw), (oh, ow) = in_hw, out_hw
-    return _nearest_axis(ih, oh, align, half), _nearest_axis(iw, ow, align, half)
+def _nearest_plan(x_shape, out_hw, align, half):
+    n, ih, iw, c = x_shape
+    oh, ow = out_hw
+    return (_nearest_axis(ih, oh, align, half), _nearest_axis(iw, ow, align, half), (n, oh, iw, c),
+            n * oh * iw * c, (n, oh, ow, c))
 
 
-def _nearest_apply(x, plan):
-    ys, xs = plan
-    return x[:, ys][:, :, xs]
+def _nearest_apply(x, plan, scratch):
+    ys, xs, mid_shape, mid_n, out_shape = plan
+    mid = x.take(ys, 1, scratch.get(mid_n).reshape(mid_shape), "clip")
+    return mid.take(xs, 2, np.empty(out_shape, x.dtype), "clip")
 
 
 _NEAREST_TYPES = ("float32", "int32", "int64", "int16", "int8", "uint8")

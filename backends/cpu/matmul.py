@@ -49,10 +49,19 @@ def fully_connected(ctx: KernelContext) -> Run:
     b_i = ctx.inputs[2] if ctx.has_input(2) else -1
     (o,) = ctx.outputs
     w_const = ctx.const(1)
-    # Constant weights: stored transposed and contiguous once, so every run is one sgemm.
-    wt_const = np.ascontiguousarray(w_const.T) if w_const is not None else None
     b_const = ctx.const(2)
-    b_const = b_const.reshape(-1) if b_const is not None else None
+    b_const = np.ascontiguousarray(b_const.reshape(-1)) if b_const is not None else None
+    static = w_const is not None and not x_t.is_dynamic and (b_i < 0 or b_const is not None)
+    m = int(np.prod(x_shape, dtype=np.int64)) // depth if static else -1
+    if w_const is None:
+        wt_const = None
+    elif m == 1:
+        # A single row is a BLAS gemv on W's own [units, depth] rows (no transposed copy kept).
+        w_rows = np.ascontiguousarray(w_const)
+        wt_const = w_rows.T
+    else:
+        # Constant weights: stored transposed and contiguous once, so every run is one sgemm.
+        wt_const = np.ascontiguousarray(w_const.T)
 
     def run() -> None:
         x = v[x_i]
@@ -72,7 +81,42 @@ def fully_connected(ctx: KernelContext) -> Run:
         if act is not None:
             act(y)
         v[o] = y.reshape(out_shape)
-    return run
+
+    if not static:
+        return run
+    # Static input shape, constant weights and bias: the flat shape, output shape and the product's
+    # form are fixed here; a run whose input has another shape (a dynamic loop value) takes `run`.
+    out_shape = x_shape[:-1] + (units,) if keep else (m, units)
+    flat = (m, depth)
+    if m == 1:
+        vec = (depth,)
+
+        def run_gemv() -> None:
+            x = v[x_i]
+            if x.shape != x_shape:
+                return run()
+            y = np.dot(w_rows, x.reshape(vec))
+            if b_const is not None:
+                np.add(y, b_const, out=y)
+            if act is not None:
+                act(y)
+            v[o] = y.reshape(out_shape)
+        return run_gemv
+
+    same = out_shape == (m, units)
+    reshape_in = x_shape != flat
+
+    def run_static() -> None:
+        x = v[x_i]
+        if x.shape != x_shape:
+            return run()
+        y = np.matmul(x.reshape(flat) if reshape_in else x, wt_const)
+        if b_const is not None:
+            np.add(y, b_const, out=y)
+        if act is not None:
+            act(y)
+        v[o] = y if same else y.reshape(out_shape)
+    return run_static
 
 
 @CPU.register("BATCH_MATMUL", dtypes=("float32",))

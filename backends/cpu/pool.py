@@ -1,18 +1,97 @@
 """AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D, float32 NHWC.
 
-Each pool is a loop over the filter taps (a few, each a vectorised op over the whole output), never
-over pixels. As in TFLite, padded positions are not part of a window: average and L2 pools divide by
-the number of in-bounds elements, and max pool never sees the padding.
+A 2-D window reduction is separable: reduce the window's rows first (an H pass, [N, H, W, C] ->
+[N, OH, W, C], whose numpy inner loops run over whole W*C rows), then its columns (a W pass ->
+[N, OH, OW, C]). That is kh + kw vectorised operations instead of kh * kw, never a loop over pixels.
+When the windows tile the input (stride == filter, no padding: the 2x2/2 pools and the global pools of
+the mediapipe models) a wide window is one ufunc reduction over a reshaped axis. As in TFLite, padded
+positions are not part of a window: average and L2 pools divide by the number of in-bounds elements,
+and max pool never sees the padding.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
-from onert_py.backends.cpu.conv import _cached, conv_output_size, conv_padding, pad_spatial, padding_code
+from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _F32 = np.dtype(np.float32)
+# Windows up to this many taps along an axis are combined tap by tap (one binary ufunc call each);
+# wider tiling windows use one ufunc.reduce, whose strided accumulation is slower per element but
+# costs one call instead of k.
+_TAPS_MAX = 4
+
+
+def _axis_taps(in_size: int, out_size: int, k: int, stride: int, pad: int):
+    """Per tap i: (first output, last output + 1, first source index) of the outputs whose source
+    index o * stride + i - pad lies inside the input."""
+    taps = []
+    for i in range(k):
+        lo = max(0, -((i - pad) // stride))              # smallest o with o*stride + i - pad >= 0
+        hi = min(out_size, (in_size - 1 - i + pad) // stride + 1) if in_size - 1 - i + pad >= 0 else 0
+        if hi > lo:
+            taps.append((lo, hi, lo * stride + i - pad))
+    return taps
+
+
+def _window_pass(src, dst, axis: int, taps, stride: int, fn, init) -> None:
+    """dst = fn-reduction of the taps of src along `axis` (1 or 2); dst positions no tap covers get
+    `init` (an empty window)."""
+    n_out = dst.shape[axis]
+
+    def view(a, start, stop, step=1):
+        return a[:, start:stop:step] if axis == 1 else a[:, :, start:stop:step]
+    full = [t for t in taps if t[0] == 0 and t[1] == n_out]
+    rest = list(taps)
+    if full:   # a tap covering every output initialises dst by a copy
+        lo, hi, s = full[0]
+        np.copyto(dst, view(src, s, s + (hi - lo - 1) * stride + 1, stride))
+        rest.remove(full[0])
+    else:
+        dst.fill(init)
+    for lo, hi, s in rest:
+        d = view(dst, lo, hi)
+        fn(d, view(src, s, s + (hi - lo - 1) * stride + 1, stride), out=d)
+
+
+def _tiled_pass(src5, dst, k: int, fn) -> None:
+    """dst = reduction of the k taps of a tiled view: src5 is [N, OH, k, W*C] (the H pass, taps on axis
+    2) or [N, OH, OW, k, C] (the W pass, taps on axis 3)."""
+    if k == 1:
+        np.copyto(dst, src5.reshape(dst.shape))
+    elif k <= _TAPS_MAX:
+        tap = src5[:, :, 0] if src5.ndim == 4 else src5[:, :, :, 0]
+        fn(tap, src5[:, :, 1] if src5.ndim == 4 else src5[:, :, :, 1], out=dst)
+        for i in range(2, k):
+            fn(dst, src5[:, :, i] if src5.ndim == 4 else src5[:, :, :, i], out=dst)
+    else:
+        fn.reduce(src5, axis=2 if src5.ndim == 4 else 3, out=dst)
+
+
+def _plan(x_shape, kh, kw, sh, sw, padding, kind):
+    n, h, w, c = x_shape
+    oh = conv_output_size(h, kh, sh, 1, padding)
+    ow = conv_output_size(w, kw, sw, 1, padding)
+    (pt, _), (pl, _) = conv_padding(h, kh, sh, 1, padding, oh), conv_padding(w, kw, sw, 1, padding, ow)
+    # one window along an axis tiles it whatever the stride (a global pool written with stride 1)
+    tiled = ((sh == kh or oh == 1) and (sw == kw or ow == 1) and pt == 0 and pl == 0
+             and oh * kh <= h and ow * kw <= w)
+    h_taps, w_taps = _axis_taps(h, oh, kh, sh, pt), _axis_taps(w, ow, kw, sw, pl)
+    count = None
+    if kind != "max":
+        if tiled:
+            count = np.float32(kh * kw)
+        else:
+            # in-bounds elements per window: rows in bounds x columns in bounds
+            ch, cw = np.zeros(oh, np.float32), np.zeros(ow, np.float32)
+            for lo, hi, _ in h_taps:
+                ch[lo:hi] += 1
+            for lo, hi, _ in w_taps:
+                cw[lo:hi] += 1
+            # expanded over C so that the division's inner loop is a whole output row
+            count = np.ascontiguousarray(np.broadcast_to((ch[:, None] * cw[None, :])[:, :, None], (oh, ow, c)))
+    return (oh, ow, tiled, h_taps, w_taps, count)
 
 
 def _pool(ctx: KernelContext, kind: str) -> Run:
@@ -29,57 +108,86 @@ def _pool(ctx: KernelContext, kind: str) -> Run:
         raise ctx.fail(f"filter {kh}x{kw} and strides {sh}x{sw} must be >= 1")
     padding = padding_code(ctx)
     act = activation_of(ctx)
+    fn = np.maximum if kind == "max" else np.add
+    init = np.float32(-np.inf) if kind == "max" else np.float32(0)
+    square = kind == "l2"
+    plans: dict = {}
 
-    def plan(shape):
-        _, h, w, _ = shape
-        oh = conv_output_size(h, kh, sh, 1, padding)
-        ow = conv_output_size(w, kw, sw, 1, padding)
-        pads = (conv_padding(h, kh, sh, 1, padding, oh), conv_padding(w, kw, sw, 1, padding, ow))
-        taps = [(slice(None), slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw))
-                for i in range(kh) for j in range(kw)]
-        count = None
-        if kind != "max":
-            # In-bounds elements per window, from the same tap sums over a padded mask of ones.
-            ones = pad_spatial(np.ones((1, h, w, 1), np.float32), pads)
-            count = np.zeros((1, oh, ow, 1), np.float32)
-            for t in taps:
-                count += ones[t]
-        return oh, ow, pads, taps, count
+    def get_plan(shape):
+        p = plans.get(shape)
+        if p is None:
+            if len(plans) > 16:   # a dynamic shape that keeps changing: do not hoard plans
+                plans.clear()
+            p = plans[shape] = _plan(shape, kh, kw, sh, sw, padding, kind)
+        return p
 
-    get_plan = _cached(plan)
     x_i = ctx.inputs[0]
     (o_i,) = ctx.outputs
     v = ctx.values
 
-    if kind == "max":
-        def run() -> None:
-            x = v[x_i]
-            _, _, pads, taps, _ = get_plan(x.shape)
-            xp = pad_spatial(x, pads, value=-np.inf)
-            y = xp[taps[0]].copy()
-            for t in taps[1:]:
-                np.maximum(y, xp[t], out=y)
+    def run() -> None:
+        x = v[x_i]
+        n, h, w, c = x.shape
+        oh, ow, tiled, h_taps, w_taps, count = get_plan(x.shape)
+        y = np.empty((n, oh, ow, c), np.float32)
+        if y.size:
+            if square:
+                x = np.square(x)
+            # The H pass result is a fresh array too: no larger than the input, it comes hot from
+            # malloc's free lists, where a buffer kept per op would have gone cold since the op last ran.
+            r = np.empty((n, oh, w, c), np.float32)
+            if tiled:
+                _tiled_pass(x[:, :oh * kh].reshape(n, oh, kh, w * c), r.reshape(n, oh, w * c), kh, fn)
+                _tiled_pass(r[:, :, :ow * kw].reshape(n, oh, ow, kw, c), y, kw, fn)
+            else:
+                _window_pass(x, r, 1, h_taps, sh, fn, init)
+                _window_pass(r, y, 2, w_taps, sw, fn, init)
+            if count is not None:
+                y /= count
+            if square:
+                np.sqrt(y, out=y)
             if act is not None:
                 act(y)
-            v[o_i] = y
+        v[o_i] = y
+
+    if x_t.is_dynamic:
         return run
+    x_shape = tuple(x_t.shape)
+    n, h, w, c = x_shape
+    oh, ow, tiled, _, _, count = get_plan(x_shape)   # static shape: planned now
+    if not (tiled and oh * kh == h and ow * kw == w and 1 < kh * kw and kh <= _TAPS_MAX
+            and kw <= _TAPS_MAX and oh * ow and not square):
+        return run
+    # The common case (2x2/2 pools): windows tile the input exactly. Few Python steps, every array a
+    # ufunc result (fresh, hot from malloc): the rows of each window pair up as whole W*C rows, then
+    # the columns as C-float chunks. A run whose input has another shape takes `run`.
+    rows_shape, cols_shape, out_shape = (n, oh, kh, w * c), (n, oh, ow, kw * c), (n, oh, ow, c)
+    taps_w = [(Ellipsis, slice(j * c, (j + 1) * c)) for j in range(kw)]
 
-    square = kind == "l2"
-
-    def run_mean() -> None:
+    def run_tiled() -> None:
         x = v[x_i]
-        _, _, pads, taps, count = get_plan(x.shape)
-        xp = pad_spatial(np.square(x) if square else x, pads)
-        y = xp[taps[0]].copy()
-        for t in taps[1:]:
-            y += xp[t]
-        y /= count
-        if square:
-            np.sqrt(y, out=y)
+        if x.shape != x_shape:
+            return run()
+        x4 = x.reshape(rows_shape)
+        if kh == 1:
+            r = x4[:, :, 0]
+        else:
+            r = fn(x4[:, :, 0], x4[:, :, 1])
+            for i in range(2, kh):
+                fn(r, x4[:, :, i], out=r)
+        r5 = r.reshape(cols_shape)
+        if kw == 1:
+            y = r5.reshape(out_shape)      # kh > 1 here: r is a fresh array, not a view of x
+        else:
+            y = fn(r5[taps_w[0]], r5[taps_w[1]])
+            for t in taps_w[2:]:
+                fn(y, r5[t], out=y)
+        if count is not None:
+            y /= count
         if act is not None:
             act(y)
         v[o_i] = y
-    return run_mean
+    return run_tiled
 
 
 @CPU.register("AVERAGE_POOL_2D", dtypes=("float32",))

@@ -86,7 +86,25 @@ def reshape(ctx: KernelContext) -> Run:
     def run() -> None:
         a = v[x]
         v[o] = np.reshape(a, resolve_shape(get_shape(), np.shape(a)))
-    return run
+
+    x_t = ctx.input_tensor(0)
+    shape_const = shape_t is None or ctx.const(1) is not None or _empty_constant(ctx, 1)
+    if not shape_const or x_t.is_dynamic:
+        return run
+    # Static input shape and a constant target: the target is resolved once; a run whose input has
+    # another shape (a dynamic loop value) takes the general path.
+    in_shape = tuple(x_t.shape)
+    try:
+        target = resolve_shape(get_shape(), in_shape)
+    except ValueError:
+        return run   # reported at run time, with the shapes the input really has
+
+    def run_static() -> None:
+        a = v[x]
+        if a.shape != in_shape:
+            return run()
+        v[o] = a.reshape(target)
+    return run_static
 
 
 @CPU.register("SQUEEZE", dtypes=ALL_TYPES)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_matches_litert, rng, run_onert, single_op_model
+from helpers import assert_close, assert_matches_litert, rng, run_litert, run_onert, single_op_model
 
 R = rng(7)
 
@@ -72,6 +72,39 @@ def test_pad_dynamic(pdtype):
                          [("o", [-1, -1], np.float32)])
     assert_matches_litert(mb, [_data((2, 3), np.float32), np.array([[1, 0], [2, 3]], pdtype)])
     assert_matches_litert(mb, [_data((4, 1), np.float32), np.array([[0, 0], [0, 1]], pdtype)])
+
+
+# A constant pad writes the border slabs and the interior once each when only outer axes are padded,
+# and fills the whole output first when the last axis is padded: both ways, with 0 and another value.
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
+@pytest.mark.parametrize("shape,pads", [((1, 5, 6, 3), [[0, 0], [1, 1], [1, 1], [0, 0]]),     # spatial
+                                        ((1, 4, 4, 3), [[0, 0], [0, 0], [0, 0], [0, 5]]),     # channels
+                                        ((2, 3, 4, 3), [[1, 0], [2, 1], [0, 3], [1, 1]]),     # every axis
+                                        ((2, 3, 4), [[0, 2], [0, 0], [0, 0]])])               # leading only
+def test_pad_slabs(dtype, shape, pads):
+    x = _data(shape, dtype)
+    out = tuple(d + a + b for d, (a, b) in zip(shape, pads))
+    _check("PAD", [("x", shape, dtype), ("const", np.array(pads, np.int32))], [x], [("o", out, dtype)])
+    if dtype != np.bool_:
+        _check("PADV2", [("x", shape, dtype), ("const", np.array(pads, np.int32)), ("const", np.array(5, dtype))],
+               [x], [("o", out, dtype)])
+
+
+def test_pad_runtime_paddings_one_session():
+    """Paddings from an input that change between runs of one session (layouts are per shape and
+    paddings), outputs handed out earlier stay intact."""
+    mb = single_op_model("PAD", [("x", [-1, -1, -1], np.float32), ("p", [3, 2], np.int32)],
+                         [("o", [-1, -1, -1], np.float32)])
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    kept = []
+    for shape, pads in [((2, 3, 4), [[1, 0], [0, 2], [0, 0]]), ((2, 3, 4), [[0, 0], [0, 0], [3, 1]]),
+                        ((1, 5, 2), [[1, 0], [0, 2], [0, 0]])]:
+        inputs = [_data(shape, np.float32), np.array(pads, np.int32)]
+        got, ref = sess.infer(inputs), run_litert(mb, inputs)
+        assert_close(got, ref)
+        kept.append((got[0], ref[0]))
+    for got, ref in kept:
+        assert_close([got], [ref])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int8, np.int64])

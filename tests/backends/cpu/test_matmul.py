@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_matches_litert, rng, run_onert, single_op_model
+from helpers import assert_close, assert_matches_litert, rng, run_litert, run_onert, single_op_model
 
 # Float32 dot products of length <= 300 with N(0,1) data: LiteRT (ruy/XNNPACK) and BLAS sum in a different
 # order, so the error is a few ulps of sum |x*w| (~20 for K=300), i.e. ~1e-5 absolute on outputs of size ~10.
@@ -100,3 +100,25 @@ def test_batch_matmul_bad_shapes_is_prepare_error():
                          [("o", [2, 5], np.float32)])
     with pytest.raises(onert_py.PrepareError, match="contraction"):
         run_onert(mb, [np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32)])
+
+
+@pytest.mark.parametrize("x_shape,keep", [([1, 1, 6], True), ([1, 2, 3], False), ([1, 1, 1, 6], True)])
+@pytest.mark.parametrize("act", [0, 1, 2, 3])
+def test_fully_connected_single_row(x_shape, keep, act):
+    """One input row (the gemv path) with keep_num_dims, flattening and every clamp activation."""
+    mb, _ = _fc_model(x_shape, 5, keep=keep, act=act, version=5 if keep else 1,
+                      w=rng(9).normal(size=(5, 6)).astype(np.float32))
+    x = (rng(10).normal(size=x_shape) * 3).astype(np.float32)
+    assert_matches_litert(mb, [x], atol=ATOL)
+
+
+def test_fully_connected_dynamic_batch_one_session():
+    """An input of dynamic shape takes the general path; one session, changing batch sizes."""
+    w = rng(11).normal(size=(4, 8)).astype(np.float32)
+    b = rng(12).normal(size=(4,)).astype(np.float32)
+    mb = single_op_model("FULLY_CONNECTED", [("x", [-1, 8], np.float32), ("const", w), ("const", b)],
+                         [("o", [-1, 4], np.float32)], fused_activation_function=1)
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    for n in (3, 1, 7):
+        x = rng(13 + n).normal(size=(n, 8)).astype(np.float32)
+        assert_close(sess.infer([x]), run_litert(mb, [x]), atol=ATOL)

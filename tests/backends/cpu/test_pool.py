@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_matches_litert, rng, run_onert, single_op_model
+from helpers import assert_close, assert_matches_litert, rng, run_litert, run_onert, single_op_model
 from onert_py.backends.cpu.conv import conv_output_size
 
 SAME, VALID = 0, 1
@@ -44,3 +44,39 @@ def test_pool_bad_dtype_is_prepare_error():
                          padding=VALID, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
     with pytest.raises(onert_py.PrepareError, match="float32"):
         run_onert(mb, [np.zeros((1, 4, 4, 1), np.int32)])
+
+
+# Windows that tile the input (stride == filter, no padding) take a reshaped path: tap by tap for
+# narrow windows, one ufunc.reduce for wide ones (the global pools); leftover rows/columns of a VALID
+# pool are dropped. A single window along an axis tiles it whatever the stride.
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("x_shape,k,s,padding", [([1, 13, 14, 2], (3, 3), (3, 3), VALID),
+                                                 ([1, 12, 12, 3], (6, 6), (6, 6), VALID),
+                                                 ([2, 32, 32, 4], (32, 32), (32, 32), VALID),
+                                                 ([1, 8, 8, 3], (8, 8), (1, 1), VALID),
+                                                 ([1, 8, 6, 8], (2, 3), (2, 3), SAME),
+                                                 ([1, 16, 16, 8], (2, 2), (2, 2), VALID),
+                                                 ([2, 4, 6, 3], (1, 2), (1, 2), VALID),
+                                                 ([1, 6, 4, 3], (3, 1), (3, 1), SAME)])
+def test_pool_tiled(op, x_shape, k, s, padding):
+    x = rng(4).normal(size=x_shape).astype(np.float32)
+    assert_matches_litert(_pool_model(op, x_shape, k, s, padding), [x], fmts=("tflite",))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_pool_dynamic_shapes_one_session(op):
+    """One session, inputs of changing shape: plans and scratch are per shape, and an output handed out
+    earlier is never written by a later run."""
+    mb = single_op_model(op, [("x", [-1, -1, -1, 3], np.float32)], [("o", [-1, -1, -1, 3], np.float32)],
+                         padding=SAME, stride_h=2, stride_w=2, filter_height=3, filter_width=2,
+                         fused_activation_function=0)
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    kept = []
+    for k, shape in enumerate([(1, 9, 8, 3), (2, 4, 12, 3), (1, 9, 8, 3), (1, 30, 20, 3)]):
+        x = rng(5 + k).normal(size=shape).astype(np.float32)
+        got = sess.infer([x])
+        ref = run_litert(mb, [x])
+        assert_close(got, ref)
+        kept.append((got[0], ref[0]))
+    for got, ref in kept:
+        assert_close([got], [ref])
