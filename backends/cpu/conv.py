@@ -1,10 +1,11 @@
 """CONV_2D (incl. grouped), DEPTHWISE_CONV_2D, TRANSPOSE_CONV and CONV_3D, float32, NHWC / NDHWC.
 
-Convolutions are im2col over a strided window view (no copy until the single reshape that feeds BLAS)
-plus one matmul. Depthwise convolution is a loop over the few filter taps, each one vectorised
-multiply-add over the whole output; transposed convolution is one matmul plus a scatter-add per tap.
-Shape-dependent plans (output size, padding) are cached per input shape, so a static model computes
-them once and a resized input costs one extra plan.
+Non-grouped convolutions and depthwise convolution run per-shape plans (_conv_plan.py): a pointwise
+convolution is one sgemm, others one im2col copy plus one sgemm, a depthwise convolution one einsum
+over a strided view of the input. Plans are cached per input shape and made at prepare time for static
+shapes, so a static model computes them once and a resized input costs one extra plan. Grouped
+convolution is im2col over a strided window view plus a batched matmul; transposed convolution is one
+matmul plus a scatter-add per tap.
 """
 from __future__ import annotations
 
@@ -13,8 +14,17 @@ from typing import Callable, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from onert_py.backends.cpu._common import activation_of
+from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of
+from onert_py.backends.cpu._conv_plan import ConvPlan, DepthwisePlan
 from onert_py.backends.registry import CPU, KernelContext, Run
+
+try:  # the clip ufunc itself: np.clip's Python wrapper costs more than a small op's clip
+    from numpy._core.umath import clip as _clip
+except ImportError:  # numpy < 2
+    try:
+        from numpy.core.umath import clip as _clip
+    except ImportError:
+        _clip = np.clip
 
 _F32 = np.dtype(np.float32)
 SAME, VALID = 0, 1
@@ -68,6 +78,20 @@ def window_view(xp: np.ndarray, filt: Sequence[int], strides: Sequence[int], dil
     return win.transpose((0, *range(1, nd + 1), *range(nd + 2, 2 * nd + 2), nd + 1))
 
 
+_CLAMPS = {RELU: (0.0, np.inf), RELU_N1_TO_1: (-1.0, 1.0), RELU6: (0.0, 6.0)}
+
+
+def _activation(ctx: KernelContext) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The fused activation, applied in place to a fresh float32 array; returns the result.
+
+    The clamps are one clip (RELU = clip to [0, inf]: np.maximum is ~3x slower than clip on float32)."""
+    code = ctx.options.get("fused_activation_function", 0)
+    if code in _CLAMPS:
+        lo, hi = (np.float32(b) for b in _CLAMPS[code])
+        return lambda y: _clip(y, lo, hi, out=y)
+    return activation_of(ctx)
+
+
 def _require_float(ctx: KernelContext, *inputs: int) -> None:
     for i in inputs:
         t = ctx.input_tensor(i)
@@ -110,11 +134,29 @@ def _cached(plan: Callable[[tuple[int, ...]], object]) -> Callable[[tuple[int, .
     return get
 
 
+def _geometry(sp, filt, strides, dils, padding):
+    """Output sizes and (before, after) paddings per spatial dimension."""
+    out = tuple(conv_output_size(i, f, s, d, padding) for i, f, s, d in zip(sp, filt, strides, dils))
+    pads = tuple(conv_padding(i, f, s, d, padding, o) for i, f, s, d, o in zip(sp, filt, strides, dils, out))
+    return out, pads
+
+
+def _plan_static(ctx: KernelContext, plan: Callable) -> None:
+    """Make the plan of a static input shape now, so that every op has reserved its work buffers before
+    the first run (they are then allocated once, at their largest size)."""
+    t = ctx.input_tensor(0)
+    if not t.is_dynamic and all(d > 0 for d in t.shape):
+        try:
+            plan(tuple(t.shape))
+        except ValueError as e:
+            raise ctx.fail(str(e)) from None
+
+
 def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ...], groups: int,
              strides: tuple[int, ...], dils: tuple[int, ...], bias: np.ndarray | None) -> Run:
     """Shared N-d convolution run: w_mat is [G, prod(filt) * Cin/G, Cout/G] in (taps, channel) order."""
     padding = padding_code(ctx)
-    act = activation_of(ctx)
+    act = _activation(ctx)
     cin_w = w_mat.shape[1] // int(np.prod(filt))
     cout = w_mat.shape[0] * w_mat.shape[2]
     x_t = ctx.input_tensor(0)
@@ -123,43 +165,52 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
     if x_t.shape[-1] != cin_w * groups:
         raise ctx.fail(f"input has {x_t.shape[-1]} channels; the filter expects {cin_w}"
                        + (f" x {groups} groups" if groups > 1 else ""))
-    pointwise = all(f == 1 for f in filt) and all(s == 1 for s in strides)
-    w2 = w_mat[0]
-
-    def plan(shape):
-        sp = shape[1:-1]
-        if shape[-1] != cin_w * groups:
-            raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin_w * groups}")
-        out = tuple(conv_output_size(i, f, s, d, padding) for i, f, s, d in zip(sp, filt, strides, dils))
-        pads = tuple(conv_padding(i, f, s, d, padding, o) for i, f, s, d, o in zip(sp, filt, strides, dils, out))
-        return out, pads
-
-    get_plan = _cached(plan)
+    bias = None if bias is None else np.asarray(bias, dtype=np.float32)
     x_i = ctx.inputs[0]
     (o,) = ctx.outputs
     v = ctx.values
+    if groups == 1:
+        owner = ctx.runtime                     # work buffers are shared per runtime
 
-    def run() -> None:
+        def make_plan(shape):
+            if shape[-1] != cin_w:
+                raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin_w}")
+            out, pads = _geometry(shape[1:-1], filt, strides, dils, padding)
+            return ConvPlan(shape, w_mat[0], filt, strides, dils, out, pads, bias, owner)
+        plan = _cached(make_plan)
+        _plan_static(ctx, plan)
+
+        def run() -> None:
+            x = v[x_i]
+            p = plan(x.shape)
+            y = p.run(x)
+            if act is not None:
+                y = act(y)
+            v[o] = y.reshape(p.out_shape)
+        return run
+
+    def grouped_plan(shape):
+        if shape[-1] != cin_w * groups:
+            raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin_w * groups}")
+        return _geometry(shape[1:-1], filt, strides, dils, padding)
+
+    get_plan = _cached(grouped_plan)
+
+    def run_grouped() -> None:
         x = v[x_i]
         out, pads = get_plan(x.shape)
         n = x.shape[0]
         m = n * int(np.prod(out))
-        if pointwise and groups == 1:
-            y = np.matmul(x.reshape(m, cin_w), w2)
-        else:
-            win = window_view(pad_spatial(x, pads), filt, strides, dils, out)   # [N, *out, *filt, C]
-            if groups == 1:
-                y = np.matmul(win.reshape(m, -1), w2)
-            else:
-                g_win = win.reshape(win.shape[:-1] + (groups, cin_w))
-                g_win = np.moveaxis(g_win, -2, 0).reshape(groups, m, -1)
-                y = np.matmul(g_win, w_mat).transpose(1, 0, 2).reshape(m, cout)
+        win = window_view(pad_spatial(x, pads), filt, strides, dils, out)   # [N, *out, *filt, C]
+        g_win = win.reshape(win.shape[:-1] + (groups, cin_w))
+        g_win = np.moveaxis(g_win, -2, 0).reshape(groups, m, -1)
+        y = np.matmul(g_win, w_mat).transpose(1, 0, 2).reshape(m, cout)
         if bias is not None:
             y += bias
         if act is not None:
-            act(y)
+            y = act(y)
         v[o] = y.reshape((n,) + out + (cout,))
-    return run
+    return run_grouped
 
 
 @CPU.register("CONV_2D", dtypes=("float32",))
@@ -204,7 +255,12 @@ def conv_3d(ctx: KernelContext) -> Run:
 
 @CPU.register("DEPTHWISE_CONV_2D", dtypes=("float32",))
 def depthwise_conv_2d(ctx: KernelContext) -> Run:
-    """input [N, H, W, C], filter [1, KH, KW, C*M], bias [C*M]; output channel c*M + m reads channel c."""
+    """input [N, H, W, C], filter [1, KH, KW, C*M], bias [C*M]; output channel c*M + m reads channel c.
+
+    The whole op is one `np.einsum` over a strided view of the input (in a zero-bordered scratch buffer
+    when there is padding) that puts every tap's window at a fixed offset: einsum's multiply-accumulate
+    loop sums the taps without temporaries (see _conv_plan.DepthwisePlan).
+    """
     ctx.expect_inputs(2, 3)
     _require_float(ctx, 0, 1, 2)
     w = _const_filter(ctx, 1, 4)
@@ -223,48 +279,30 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     if min(sh, sw, dh, dw) < 1:
         raise ctx.fail("strides and dilations must be >= 1")
     padding = padding_code(ctx)
-    act = activation_of(ctx)
+    act = _activation(ctx)
     bias = _bias(ctx, 2, cout)
-    # taps[kh, kw] is [C, M] (or [C] when M == 1), broadcasting over [N, OH, OW, C(, M)].
-    taps = np.ascontiguousarray(w.reshape(kh, kw, cin, mult) if mult > 1 else w.reshape(kh, kw, cin),
-                                dtype=np.float32)
-    bias_b = None if bias is None else (bias.reshape(cin, mult) if mult > 1 else bias)
+    taps = np.asarray(w, dtype=np.float32).reshape(kh, kw, cout)
+    bias = None if bias is None else np.asarray(bias, dtype=np.float32)
+    owner = ctx.runtime                         # work buffers are shared per runtime
 
-    def plan(shape):
+    def make_plan(shape):
         if shape[-1] != cin:
             raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin}")
-        _, h, wd, _ = shape
-        oh = conv_output_size(h, kh, sh, dh, padding)
-        ow = conv_output_size(wd, kw, sw, dw, padding)
-        pads = (conv_padding(h, kh, sh, dh, padding, oh), conv_padding(wd, kw, sw, dw, padding, ow))
-        sl = [(slice(None), slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
-               slice(j * dw, j * dw + (ow - 1) * sw + 1, sw), slice(None)) + ((None,) if mult > 1 else ())
-              for i in range(kh) for j in range(kw)]
-        return oh, ow, pads, sl
-
-    get_plan = _cached(plan)
-    tap_list = [taps[i, j] for i in range(kh) for j in range(kw)]
+        out, pads = _geometry(shape[1:3], (kh, kw), (sh, sw), (dh, dw), padding)
+        return DepthwisePlan(shape, mult, taps, bias, (sh, sw), (dh, dw), out, pads, owner)
+    plan = _cached(make_plan)
+    _plan_static(ctx, plan)
     x_i = ctx.inputs[0]
     (o_i,) = ctx.outputs
     v = ctx.values
 
     def run() -> None:
         x = v[x_i]
-        oh, ow, pads, slices = get_plan(x.shape)
-        xp = pad_spatial(x, pads)
-        n = x.shape[0]
-        shape = (n, oh, ow, cin, mult) if mult > 1 else (n, oh, ow, cin)
-        y = np.empty(shape, np.float32)
-        tmp = np.empty(shape, np.float32) if len(slices) > 1 else None
-        np.multiply(xp[slices[0]], tap_list[0], out=y)
-        for sl, tap in zip(slices[1:], tap_list[1:]):
-            np.multiply(xp[sl], tap, out=tmp)
-            y += tmp
-        if bias_b is not None:
-            y += bias_b
+        p = plan(x.shape)
+        y = p.run(x)
         if act is not None:
-            act(y)
-        v[o_i] = y.reshape(n, oh, ow, cout)
+            y = act(y)
+        v[o_i] = y.reshape(p.out_shape)
     return run
 
 

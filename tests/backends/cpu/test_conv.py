@@ -190,3 +190,186 @@ def test_transpose_conv_runtime_output_shape():
                          [("o", [1, 8, 8, 2], np.float32)], padding=SAME, stride_h=2, stride_w=2)
     for out_shape in ([1, 8, 8, 2], [1, 7, 8, 2]):
         assert_matches_litert(mb, [np.array(out_shape, np.int32), x], atol=ATOL)
+
+
+# ---- the layouts of backends/cpu/_conv_plan.py, each against LiteRT ----------------------------------------
+
+DW_LAYOUTS = [
+    # (x_shape, k, multiplier, strides, dilations): the DepthwisePlan branch exercised
+    ([2, 9, 11, 4], 3, 1, (1, 1), (1, 1)),        # stride_w 1, rows of t*C floats, t = OW (prime OW), batch 2
+    ([1, 6, 66, 32], 3, 1, (1, 1), (1, 1)),       # stride_w 1, OW split into rows of 32-33 pixels (>= 1024 floats)
+    ([1, 6, 7, 260], 3, 1, (2, 1), (1, 1)),       # stride_w 1 with stride_h 2, C > 1024/OW
+    ([2, 10, 13, 8], 3, 1, (2, 2), (1, 1)),       # stride_w 2, small C: all columns, every 2nd kept
+    ([1, 9, 9, 100], 3, 1, (2, 2), (1, 1)),       # stride_w 2, C >= 96: C-long inner loops
+    ([1, 11, 12, 5], (2, 3), 2, (1, 3), (2, 1)),  # multiplier 2, stride_w 3, dilation_h 2
+    ([2, 8, 9, 48], 3, 2, (2, 2), (1, 2)),        # multiplier 2 gives C' = 96: C-long loops, dilation_w 2
+    ([1, 12, 12, 3], 5, 3, (1, 1), (2, 2)),       # multiplier 3, dilation 2
+]
+
+
+@pytest.mark.parametrize("x_shape,k,mult,strides,dils", DW_LAYOUTS)
+@pytest.mark.parametrize("padding", [SAME, VALID])
+@pytest.mark.parametrize("act", [0, 3])
+def test_depthwise_layouts(x_shape, k, mult, strides, dils, padding, act):
+    kh, kw = (k, k) if isinstance(k, int) else k
+    g = rng(11)
+    c = x_shape[-1] * mult
+    w = g.normal(size=(1, kh, kw, c)).astype(np.float32)
+    b = g.normal(size=c).astype(np.float32)
+    x = g.normal(size=x_shape).astype(np.float32)
+    assert_matches_litert(_dw_model(x_shape, w, b, padding, strides, dils, act, mult), [x], atol=ATOL,
+                          fmts=("tflite",))
+
+
+CONV_LAYOUTS = [
+    # (x_shape, k, out channels, strides, dilations): the ConvPlan branch exercised
+    ([2, 7, 9, 6], 1, 5, (1, 1), (1, 1)),         # pointwise (one sgemm), batch 2, odd M for the bias rows
+    ([1, 13, 17, 3], 1, 7, (2, 2), (1, 1)),       # 1x1 with stride 2: im2col
+    ([2, 9, 8, 3], 3, 6, (2, 1), (1, 2)),         # im2col with dilation_w 2, batch 2
+    ([1, 40, 40, 8], 3, 1, (1, 1), (1, 1)),       # one output channel, large: depthwise einsum + channel sum
+    ([2, 60, 61, 8], 3, 1, (2, 2), (1, 1)),       # the same with stride 2 and batch 2
+    ([1, 3, 3, 32], 3, 1, (3, 3), (1, 1)),        # one output channel, small: im2col
+]
+
+
+@pytest.mark.parametrize("x_shape,k,cout,strides,dils", CONV_LAYOUTS)
+@pytest.mark.parametrize("padding", [SAME, VALID])
+@pytest.mark.parametrize("act", [0, 1, 2])
+def test_conv2d_layouts(x_shape, k, cout, strides, dils, padding, act):
+    g = rng(12)
+    w = g.normal(size=(cout, k, k, x_shape[-1])).astype(np.float32)
+    b = g.normal(size=cout).astype(np.float32)
+    x = g.normal(size=x_shape).astype(np.float32)
+    assert_matches_litert(_conv_model(x_shape, w, b, padding, strides, dils, act), [x], atol=ATOL,
+                          fmts=("tflite",))
+
+
+def _chain_model(x_shape, g):
+    """x -> DEPTHWISE 3x3 -> CONV 3x3 -> DEPTHWISE 5x5 stride 2 -> CONV 2x2 -> DEPTHWISE 3x3, all SAME:
+    zero-bordered work buffers of several shapes and interiors, used by both op types."""
+    from onert_py.schema.writer import ModelBuilder
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    n, h, w, c = x_shape
+    cur = sg.tensor("x", x_shape, np.float32)
+    sg.inputs = [cur]
+    for k, (op, ks, s, cout) in enumerate([("DEPTHWISE_CONV_2D", 3, 1, c), ("CONV_2D", 3, 1, 6),
+                                           ("DEPTHWISE_CONV_2D", 5, 2, 6), ("CONV_2D", 2, 1, 4),
+                                           ("DEPTHWISE_CONV_2D", 3, 1, 4)]):
+        w_shape = [cout, ks, ks, c] if op == "CONV_2D" else [1, ks, ks, cout]
+        h, w, c = -(-h // s), -(-w // s), cout
+        wt = sg.const(f"w{k}", (g.normal(size=w_shape) * 0.5).astype(np.float32))
+        bt = sg.const(f"b{k}", g.normal(size=cout).astype(np.float32))
+        out = sg.tensor(f"y{k}", [n, h, w, cout], np.float32)
+        opts = dict(padding=SAME, stride_h=s, stride_w=s, dilation_h_factor=1, dilation_w_factor=1,
+                    fused_activation_function=1)
+        if op != "CONV_2D":
+            opts["depth_multiplier"] = 1
+        sg.op(op, [cur, wt, bt], [out], **opts)
+        cur = out
+    sg.outputs = [cur]
+    mb.signature("serving_default", sg)
+    return mb
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("x_shape", [[1, 11, 13, 3], [2, 16, 16, 4]])
+def test_work_buffers_shared_between_ops_and_runs(monkeypatch, shared, x_shape):
+    # shared=True puts every zero-bordered buffer in the runtime's one shared buffer (each op then
+    # re-zeroes its border per run) and allocates im2col matrices per run; False keeps per-shape buffers.
+    from onert_py.backends.cpu import _conv_plan
+    if shared:
+        monkeypatch.setattr(_conv_plan, "_PRIVATE_PAD_BYTES", 0)
+        monkeypatch.setattr(_conv_plan, "_KEEP_COLS_BYTES", 0)
+    g = rng(13)
+    mb = _chain_model(x_shape, g)
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    returned, copies = [], []
+    for scale in (1.0, 3.0, 0.5, 1.0):            # several runs: no stale data from an earlier run
+        x = g.normal(size=x_shape).astype(np.float32) * scale
+        got = sess.infer([x])
+        assert_close(got, run_litert(mb, [x]), atol=1e-4)
+        returned.append(got[0])
+        copies.append(got[0].copy())
+        for r, c in zip(returned, copies):        # earlier results are untouched by later runs
+            np.testing.assert_array_equal(r, c)
+
+
+def test_outputs_are_not_work_buffers():
+    # A returned array must survive the next run unchanged (it is never a view of a reused buffer).
+    g = rng(14)
+    for mb, shape in [(_dw_model([1, 8, 9, 4], g.normal(size=(1, 3, 3, 4)).astype(np.float32),
+                                 np.zeros(4, np.float32), SAME, (2, 2), (1, 1), 0, 1), [1, 8, 9, 4]),
+                      (_conv_model([1, 30, 30, 8], g.normal(size=(1, 3, 3, 8)).astype(np.float32),
+                                   np.zeros(1, np.float32), SAME, (1, 1), (1, 1), 0), [1, 30, 30, 8]),
+                      (_conv_model([1, 6, 6, 3], g.normal(size=(4, 3, 3, 3)).astype(np.float32),
+                                   np.zeros(4, np.float32), SAME, (1, 1), (1, 1), 0), [1, 6, 6, 3])]:
+        sess = onert_py.infer.session(mb.to_bytes("tflite"))
+        a = sess.infer([g.normal(size=shape).astype(np.float32)])[0]
+        kept = a.copy()
+        sess.infer([g.normal(size=shape).astype(np.float32)])
+        np.testing.assert_array_equal(a, kept)
+
+
+def test_dynamic_shapes_reuse_plans_in_one_session():
+    # One session, input sizes growing then shrinking: each shape gets its plan (and larger work buffers).
+    g = rng(15)
+    w = g.normal(size=(5, 3, 3, 3)).astype(np.float32)
+    wd = g.normal(size=(1, 3, 3, 3)).astype(np.float32)
+    b = g.normal(size=5).astype(np.float32)
+    models = [
+        single_op_model("CONV_2D", [("x", [1, -1, -1, 3], np.float32), ("const", w), ("const", b)],
+                        [("o", [1, -1, -1, 5], np.float32)], padding=SAME, stride_h=1, stride_w=1,
+                        dilation_h_factor=1, dilation_w_factor=1, fused_activation_function=0),
+        single_op_model("DEPTHWISE_CONV_2D", [("x", [1, -1, -1, 3], np.float32), ("const", wd),
+                                              ("const", b[:3])],
+                        [("o", [1, -1, -1, 3], np.float32)], padding=SAME, stride_h=1, stride_w=1,
+                        dilation_h_factor=1, dilation_w_factor=1, depth_multiplier=1, fused_activation_function=0),
+    ]
+    for mb in models:
+        sess = onert_py.infer.session(mb.to_bytes("tflite"))
+        for hw in [(5, 7), (40, 50), (6, 4), (5, 7)]:
+            x = g.normal(size=(1, *hw, 3)).astype(np.float32)
+            assert_close(sess.infer([x]), run_litert(mb, [x]), atol=ATOL)
+
+
+@pytest.mark.parametrize("padding", [SAME, VALID])
+def test_conv3d_pointwise_and_batch(padding):
+    g = rng(16)
+    for x_shape, k in [([2, 3, 4, 5, 6], 1), ([2, 4, 5, 3, 2], 2)]:
+        w = g.normal(size=(k, k, k, x_shape[-1], 3)).astype(np.float32)
+        b = g.normal(size=3).astype(np.float32)
+        x = g.normal(size=x_shape).astype(np.float32)
+        out = [x_shape[0]] + [conv_output_size(i, k, 1, 1, padding) for i in x_shape[1:4]] + [3]
+        mb = single_op_model("CONV_3D", [("x", x_shape, np.float32), ("const", w), ("const", b)],
+                             [("o", out, np.float32)], padding=padding, stride_d=1, stride_h=1, stride_w=1,
+                             dilation_d_factor=1, dilation_h_factor=1, dilation_w_factor=1,
+                             fused_activation_function=0)
+        assert_matches_litert(mb, [x], atol=ATOL)
+
+
+def test_layout_tables_cover_every_branch():
+    # The tables above are meant to reach every branch of the plans; check they still do.
+    from onert_py.backends.cpu import _conv_plan
+    from onert_py.backends.cpu.conv import _geometry
+    dw_kinds = set()
+    for x_shape, k, mult, strides, dils in DW_LAYOUTS:
+        kh, kw = (k, k) if isinstance(k, int) else k
+        for padding in (SAME, VALID):
+            out, pads = _geometry(x_shape[1:3], (kh, kw), strides, dils, padding)
+            taps = np.zeros((kh, kw, x_shape[-1] * mult), np.float32)
+            p = _conv_plan.DepthwisePlan(tuple(x_shape), mult, taps, None, strides, dils, out, pads)
+            rows = p.y_shape[-1] // taps.shape[-1]
+            dw_kinds.add(("direct" if p.direct else "padded", "subsample" if p.subsample else
+                          "channels" if strides[1] > 1 else "rows" if rows < out[1] else "row"))
+    assert dw_kinds >= {("direct", "row"), ("padded", "row"), ("direct", "rows"), ("padded", "rows"),
+                        ("direct", "subsample"), ("padded", "subsample"), ("direct", "channels"),
+                        ("padded", "channels")}
+    conv_kinds = set()
+    for x_shape, k, cout, strides, dils in CONV_LAYOUTS:
+        for padding in (SAME, VALID):
+            out, pads = _geometry(x_shape[1:3], (k, k), strides, dils, padding)
+            w2 = np.zeros((k * k * x_shape[-1], cout), np.float32)
+            p = _conv_plan.ConvPlan(tuple(x_shape), w2, (k, k), strides, dils, out, pads, None)
+            conv_kinds.add((p.kind, getattr(p, "direct", None)))
+    assert conv_kinds >= {("pointwise", None), ("im2col", True), ("im2col", False), ("channel-sum", None)}

@@ -1,0 +1,268 @@
+"""Per-shape execution plans for the float32 convolutions of conv.py (NHWC / NDHWC).
+
+A plan is made once per input shape (at prepare time for static shapes) and holds everything a run needs:
+strided views that put every filter tap at a fixed offset of a work buffer, tiled weights, the bias laid
+out for long inner loops. Runs then cost a few numpy calls:
+
+* depthwise: one `np.einsum` over a view [KH, KW, N, OH, Q, L] of the input; einsum's multiply-accumulate
+  loop sums the taps of each output in (i, j) order, as LiteRT's reference kernel does (no temporaries,
+  and results do not depend on the layout chosen);
+* convolution: pointwise = one sgemm on the input itself; otherwise one im2col copy of a window view
+  into a [M, KH*KW*C] buffer and one sgemm; a single output channel (2-D, large) = the depthwise einsum
+  over the input channels and a channel sum.
+
+Work buffers (zero-bordered copies of the input, im2col matrices) belong to the runtime, not to the op:
+ops run one at a time and use a buffer only within their run, so same-purpose buffers are shared (see
+`arena`). Outputs are always fresh arrays: a caller may hold on to them.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Sequence
+
+import numpy as np
+
+_F32 = np.float32
+_ISZ = 4                    # bytes per float32
+
+# Inner loops of at least this many floats: numpy's per-inner-loop overhead is then small (measured:
+# einsum over 8-float rows is ~40x slower per element than over 1024-float rows).
+_INNER = 1024
+# Zero-bordered buffers up to this size get their own buffer (shared only by ops with the same shape and
+# interior), whose border is zeroed once; larger ones share one buffer per runtime and zero their border
+# on every run (a few slice fills, negligible next to the op).
+_PRIVATE_PAD_BYTES = 256 << 10
+# im2col matrices up to this size live in a shared work buffer; larger ones are allocated per run.
+_KEEP_COLS_BYTES = 16 << 20
+# Strided depthwise with at least this many channels: C-long inner loops (see DepthwisePlan).
+_INNER_C_MIN = 96
+
+
+def chunk(n: int, c: int, target: int = _INNER) -> int:
+    """Smallest t dividing n with t*c >= target (else n): rows of t*c floats for inner loops."""
+    for t in range(1, n + 1):
+        if n % t == 0 and t * c >= target:
+            return t
+    return max(n, 1)
+
+
+class Arena:
+    """A float32 work buffer of one runtime, as large as its largest user: users reserve at plan time
+    (plans of static shapes are made at prepare time) and bind at their first run, so it is allocated
+    once. A user bound to an older, smaller buffer keeps using it."""
+    __slots__ = ("need", "buf", "__weakref__")
+
+    def __init__(self) -> None:
+        self.need = 0
+        self.buf: np.ndarray | None = None
+
+    def reserve(self, n: int) -> None:
+        self.need = max(self.need, n)
+
+    def take(self, n: int) -> np.ndarray:
+        self.reserve(n)
+        if self.buf is None or self.buf.size < self.need:
+            self.buf = np.zeros(self.need, _F32)
+        return self.buf[:n]
+
+
+_ARENAS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # runtime -> {key: Arena}
+
+
+def arena(owner, key) -> Arena:
+    """The runtime's arena for `key` (a private one when there is no weak-referenceable runtime)."""
+    try:
+        pool = _ARENAS.setdefault(owner, {})
+    except TypeError:
+        return Arena()
+    a = pool.get(key)
+    if a is None:
+        a = pool[key] = Arena()
+    return a
+
+
+class Padded:
+    """The input inside a zero border: a buffer [N, *padded, C] with x at inside[d] = (start, size)."""
+
+    def __init__(self, owner, shape: tuple[int, ...], inside: Sequence[tuple[int, int]]):
+        self.shape, self.inside = shape, tuple(inside)
+        self.size = int(np.prod(shape))
+        self.shared = self.size * _ISZ > _PRIVATE_PAD_BYTES
+        self.arena = arena(owner, "pad" if self.shared else ("pad", shape, self.inside))
+        self.arena.reserve(self.size)
+        self.array: np.ndarray | None = None
+
+    def bind(self) -> np.ndarray:
+        a = self.array = self.arena.take(self.size).reshape(self.shape)
+        spans = [slice(s, s + n) for s, n in self.inside]
+        self.interior = a[(slice(None), *spans)]
+        self.border = []
+        if self.shared:     # other users write their data here: zero the border on every run
+            for d, (s, n) in enumerate(self.inside):
+                before = (slice(None), *spans[:d])
+                for part in (slice(0, s), slice(s + n, self.shape[d + 1])):
+                    if part.stop > part.start:
+                        self.border.append(a[before + (part,)])
+        return a
+
+    def clear_border(self) -> None:
+        for b in self.border:
+            b.fill(0)
+
+
+class DepthwisePlan:
+    """Depthwise convolution for one input shape [N, H, W, C]: taps [KH, KW, C*M], output channel
+    c*M + m reads input channel c.
+
+    y = einsum over V[KH, KW, N, OH, Q, L]: tap (i, j) of output row r reads padded row r*sh + i*dh from
+    padded column j*dw. Layouts of the innermost L floats:
+      * stride_w == 1: L = t*C' consecutive output pixels (t divides OW, L >= 1024 where possible) with
+        the tap's weights tiled t times, so the inner loop is long whatever C' is;
+      * stride_w > 1, C' >= 96: L = C', one output pixel (its channels are contiguous);
+      * stride_w > 1, small C': every column is computed as for stride_w == 1 and every sw-th one kept:
+        sw times the MACs, still faster than C'-long inner loops (and the tap order stays (i, j), which a
+        split into column phases would not keep).
+    """
+
+    def __init__(self, x_shape, mult: int, taps: np.ndarray, bias: np.ndarray | None, strides, dils,
+                 out: tuple[int, int], pads, owner=None):
+        n, h, wd, cin = x_shape
+        kh, kw, c = taps.shape
+        (sh, sw), (dh, dw) = strides, dils
+        oh, ow = out
+        (pt, pb), (pl, pr) = pads
+        self.out_shape = (n, oh, ow, c)
+        self.empty = n * oh * ow * c == 0
+        if self.empty:
+            return
+        hp, wp = h + pt + pb, wd + pl + pr
+        self.mult, self.cin = mult, cin
+        # Without padding or channel repeats the taps read x itself (the view is made per run).
+        self.direct = pt == pb == pl == pr == 0 and mult == 1
+        self.padded = None if self.direct else Padded(owner, (n, hp, wp, c), ((pt, h), (pl, wd)))
+        row, img = wp * c * _ISZ, hp * wp * c * _ISZ
+        self.subsample = None
+        if sw > 1 and c >= _INNER_C_MIN:
+            y_shape = (n, oh, ow, c)
+            last = (sw * c * _ISZ, _ISZ)
+            self.wt = np.ascontiguousarray(taps, dtype=_F32)
+        else:
+            cols = ow if sw == 1 else (ow - 1) * sw + 1
+            if sw > 1:
+                self.subsample = ((n, oh, cols, c), (slice(None), slice(None), slice(None, None, sw)))
+            t = chunk(cols, c)
+            y_shape = (n, oh, cols // t, t * c)
+            last = (t * c * _ISZ, _ISZ)
+            self.wt = np.ascontiguousarray(np.tile(taps, t), dtype=_F32)
+        self.y_shape = y_shape
+        self.vshape = (kh, kw) + y_shape
+        self.vstrides = (dh * row, dw * c * _ISZ, img, sh * row) + last
+        self.view = None
+        m = n * oh * ow
+        tb = chunk(m, c)                         # the bias goes on the output viewed as long rows
+        self.y_rows = (m // tb, tb * c)
+        self.bias = None if bias is None else np.tile(np.asarray(bias, _F32), tb)
+
+    def _bind(self) -> None:
+        buf = self.padded.bind()
+        self.view = np.ndarray(self.vshape, _F32, buffer=buf, strides=self.vstrides)
+        inner = self.padded.interior
+        if self.mult > 1:
+            n, h, wd, _ = inner.shape
+            inner = inner.reshape(n, h, wd, self.cin, self.mult)
+        self.fill_dst = inner
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        if self.empty:
+            return np.zeros(self.out_shape, _F32)
+        if self.direct:
+            view = np.ndarray(self.vshape, _F32, buffer=np.ascontiguousarray(x), strides=self.vstrides)
+        else:
+            if self.view is None:
+                self._bind()
+            self.padded.clear_border()
+            self.fill_dst[...] = x[..., None] if self.mult > 1 else x
+            view = self.view
+        y = np.empty(self.y_shape, _F32)
+        np.einsum("ijnrqe,ije->nrqe", view, self.wt, out=y)
+        if self.subsample is not None:
+            full, keep = self.subsample
+            y = np.ascontiguousarray(y.reshape(full)[keep])
+        if self.bias is not None:
+            yr = y.reshape(self.y_rows)
+            yr += self.bias
+        return y
+
+
+class ConvPlan:
+    """Non-grouped N-d convolution for one input shape [N, *S, C]; w2 is [KH*..*C, O] in (taps, channel)
+    order. The bias is added to the output viewed as long rows (a broadcast over a short last axis is
+    several times slower)."""
+
+    def __init__(self, x_shape, w2: np.ndarray, filt, strides, dils, out, pads, bias: np.ndarray | None,
+                 owner=None):
+        nd = len(filt)
+        n, sp, c = x_shape[0], x_shape[1:-1], x_shape[-1]
+        k, cout = w2.shape
+        self.out_shape = (n,) + tuple(out) + (cout,)
+        self.m = m = n * int(np.prod(out))
+        self.w2 = w2
+        if m * cout == 0:
+            self.kind = "empty"
+        elif all(f == 1 for f in filt) and all(s == 1 for s in strides):
+            self.kind = "pointwise"
+        elif cout == 1 and nd == 2 and m * k * _ISZ > _PRIVATE_PAD_BYTES:
+            # A large im2col copy (KH*KW times the input) would feed a single gemv.
+            self.kind = "channel-sum"
+            taps = np.ascontiguousarray(w2[:, 0].reshape(tuple(filt) + (c,)))
+            self.dw = DepthwisePlan(x_shape, 1, taps, None, strides, dils, out, pads, owner)
+            self.ones = np.ones((c, 1), _F32)
+        else:
+            self.kind = "im2col"
+            padded = tuple(s + a + b for s, (a, b) in zip(sp, pads))
+            dim = [c * _ISZ]                                  # byte strides of [N, *padded, C]
+            for s in reversed(padded):
+                dim.insert(0, dim[0] * s)
+            self.vshape = (n,) + tuple(out) + tuple(filt) + (c,)
+            self.vstrides = ((dim[0],) + tuple(s * d for s, d in zip(strides, dim[1:]))
+                             + tuple(dl * d for dl, d in zip(dils, dim[1:])) + (_ISZ,))
+            self.direct = not any(a or b for a, b in pads)
+            self.padded = None if self.direct else Padded(owner, (n,) + padded + (c,),
+                                                          [(a, s) for s, (a, _) in zip(sp, pads)])
+            self.view = None
+            self.cols_arena = arena(owner, "cols") if m * k * _ISZ <= _KEEP_COLS_BYTES else None
+            if self.cols_arena is not None:
+                self.cols_arena.reserve(m * k)
+            self.cols = None
+        if self.kind != "empty":
+            t = chunk(m, cout)
+            self.y_rows = (m // t, t * cout)
+            self.bias = None if bias is None else np.tile(np.asarray(bias, _F32), t)
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        kind, m = self.kind, self.m
+        if kind == "pointwise":
+            y = np.matmul(x.reshape(m, -1), self.w2)
+        elif kind == "im2col":
+            if self.direct:
+                view = np.ndarray(self.vshape, _F32, buffer=np.ascontiguousarray(x), strides=self.vstrides)
+            else:
+                if self.view is None:
+                    self.view = np.ndarray(self.vshape, _F32, buffer=self.padded.bind(), strides=self.vstrides)
+                self.padded.clear_border()
+                self.padded.interior[...] = x
+                view = self.view
+            if self.cols is None:
+                self.cols = (self.cols_arena.take(m * self.w2.shape[0]).reshape(self.vshape)
+                             if self.cols_arena is not None else None)
+            cols = self.cols if self.cols is not None else np.empty(self.vshape, _F32)
+            np.copyto(cols, view)
+            y = np.matmul(cols.reshape(m, -1), self.w2)
+        elif kind == "channel-sum":
+            y = np.matmul(self.dw.run(x).reshape(m, -1), self.ones)
+        else:
+            return np.zeros(self.out_shape, _F32)
+        if self.bias is not None:
+            yr = y.reshape(self.y_rows)
+            yr += self.bias
+        return y
