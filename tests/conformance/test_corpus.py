@@ -7,8 +7,10 @@ may widen the tolerances of one (with a reason). Regenerate with ``tools/conform
 (needs TensorFlow, the ``dev`` extra); running these tests needs neither TensorFlow nor LiteRT.
 
 Every model runs as the converter wrote it and as a Circle re-encoding made by onert_py's own writer,
-and every session is invoked twice (state must not leak between runs); models with IF/WHILE also
-run with ``controlflow_copy="all"``. A model for which some op
+and every session is invoked on each stored input set and then on the first again (state must not
+leak between runs); models with IF/WHILE also run with ``controlflow_copy="all"``. Models stored with
+several input sets (dynamic batch or sequence length: ``run<n>_in_k``/``run<n>_out_k``) also run
+through the LiteRT-compatible ``Interpreter`` with ``resize_tensor_input`` between the sets. A model for which some op
 has no kernel yet is an expected failure (strict: it must be un-marked automatically once all its
 kernels exist, which happens because the mark is computed from ``unsupported_ops``).
 """
@@ -66,11 +68,22 @@ def _has_control_flow(name: str) -> bool:
 
 
 def _load(name: str):
+    """(inputs, outputs, source) of the stored run."""
+    runs, source = _load_runs(name)
+    return runs[0][0], runs[0][1], source
+
+
+def _load_runs(name: str):
+    """([(inputs, outputs) per stored input set], source): models with a dynamic shape signature
+    store further input sets (other batch sizes / sequence lengths) as run<n>_in_k / run<n>_out_k."""
     with np.load(CORPUS / f"{name}.npz", allow_pickle=False) as z:
-        ins = [z[f"in_{k}"] for k in range(sum(f.startswith("in_") for f in z.files))]
-        outs = [z[f"out_{k}"] for k in range(sum(f.startswith("out_") for f in z.files))]
+        def arrays(prefix):
+            return [z[f"{prefix}{k}"] for k in range(sum(f.startswith(prefix) for f in z.files))]
+        runs = [(arrays("in_"), arrays("out_"))]
+        while f"run{len(runs)}_in_0" in z.files:
+            runs.append((arrays(f"run{len(runs)}_in_"), arrays(f"run{len(runs)}_out_")))
         source = str(z["source"])
-    return ins, outs, source
+    return runs, source
 
 
 def _model_bytes(name: str, fmt: str) -> bytes:
@@ -98,22 +111,64 @@ def test_manifest_lists_every_model():
     assert MODELS, "the corpus is empty"
     assert sorted(ENTRIES) == MODELS
     for name in MODELS:
-        _, _, source = _load(name)
-        assert source == ENTRIES[name]["source"] in ("litert", "tensorflow")
-        assert ENTRIES[name]["description"]
+        runs, source = _load_runs(name)
+        entry = ENTRIES[name]
+        assert source == entry["source"] in ("litert", "tensorflow")
+        assert entry["description"]
+        # the manifest describes every stored input set
+        extra = entry.get("extra_runs", [])
+        assert len(runs) == 1 + len(extra), name
+        assert [list(x.shape) for x in runs[0][0]] == [i["shape"] for i in entry["inputs"]], name
+        for (ins, outs), e in zip(runs[1:], extra):
+            assert [list(x.shape) for x in ins] == e["inputs"], name
+            assert [list(y.shape) for y in outs] == e["outputs"], name
+        if (entry.get("rtol", DEFAULT_RTOL), entry.get("atol", DEFAULT_ATOL)) != (DEFAULT_RTOL, DEFAULT_ATOL):
+            assert entry.get("tolerance_reason"), f"{name}: widened tolerance without a reason"
 
 
 @pytest.mark.parametrize("name, fmt", list(_params()))
 def test_corpus_model(name, fmt):
     entry = ENTRIES[name]
     rtol, atol = entry.get("rtol", DEFAULT_RTOL), entry.get("atol", DEFAULT_ATOL)
-    inputs, expected, _ = _load(name)
-    before = [x.copy() for x in inputs]
+    runs, _ = _load_runs(name)
+    before = [[x.copy() for x in ins] for ins, _ in runs]
     # "tflite-copyall": the control-flow ops copy every subgraph input/output (the seed behaviour)
     copy = "all" if fmt.endswith("-copyall") else "reference"
     sess = onert_py.infer.session(_model_bytes(name, fmt.split("-")[0]), controlflow_copy=copy)
-    for run in (1, 2):
-        got = sess.infer([x.copy() for x in inputs] if run == 2 else inputs)
-        _compare(got, expected, rtol, atol, f"{name} ({fmt}) run {run}")
-    for x, b in zip(inputs, before):
-        np.testing.assert_array_equal(x, b, err_msg="an input was modified")
+    # every stored input set in turn, then the first again (on copies): state and shapes from one
+    # run must not leak into the next, including a change of batch size / sequence length and back
+    for n, r in enumerate(list(range(len(runs))) + [0]):
+        inputs, expected = runs[r]
+        again = n == len(runs)
+        got = sess.infer([x.copy() for x in inputs] if again else inputs)
+        _compare(got, expected, rtol, atol, f"{name} ({fmt}) input set {r}" + (" again" if again else ""))
+    for (ins, _), bs in zip(runs, before):
+        for x, b in zip(ins, bs):
+            np.testing.assert_array_equal(x, b, err_msg="an input was modified")
+
+
+MULTI_RUN = [name for name in MODELS if ENTRIES.get(name, {}).get("extra_runs")]
+
+
+@pytest.mark.parametrize("name", MULTI_RUN)
+def test_corpus_model_resized_interpreter(name):
+    """Models stored with several input shapes, through the LiteRT-compatible Interpreter: resize
+    every input to the stored shape, allocate, set, invoke and read, once per input set, on one
+    Interpreter (as a LiteRT user switching batch size or sequence length would)."""
+    entry = ENTRIES[name]
+    rtol, atol = entry.get("rtol", DEFAULT_RTOL), entry.get("atol", DEFAULT_ATOL)
+    runs, _ = _load_runs(name)
+    it = onert_py.Interpreter(model_path=str(CORPUS / f"{name}.tflite"))
+    for r, (inputs, expected) in enumerate(runs + runs[:1]):
+        details = it.get_input_details()
+        for d, x in zip(details, inputs):
+            # dynamic dims are -1 in the shape signature; the stored shape must fit it
+            sig = d["shape_signature"]
+            assert len(sig) == x.ndim and all(s in (-1, n) for s, n in zip(sig, x.shape)), (sig, x.shape)
+            it.resize_tensor_input(d["index"], list(x.shape), strict=True)
+        it.allocate_tensors()
+        for d, x in zip(it.get_input_details(), inputs):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        got = [it.get_tensor(d["index"]) for d in it.get_output_details()]
+        _compare(got, expected, rtol, atol, f"{name} (Interpreter) input set {r % len(runs)}")

@@ -6,8 +6,18 @@ For every program this writes, under tests/conformance/corpus/:
 - ``<name>.npz``    -- deterministic inputs ``in_0, in_1, ...`` (in the order of the main
   subgraph's inputs) and the reference outputs ``out_0, ...`` (in the order of its outputs),
   plus ``source`` ("litert" when LiteRT's Interpreter produced them, "tensorflow" when LiteRT
-  could not run the model and TensorFlow's own outputs were stored instead);
-- ``MANIFEST.json`` -- every model with its description, reference source, tolerances and ops.
+  could not run the model and TensorFlow's own outputs were stored instead); a model with a
+  dynamic shape signature may store further input sets (another batch size or sequence length)
+  as ``run1_in_0, ..., run1_out_0, ...``, ``run2_...``;
+- ``MANIFEST.json`` -- every model with its description, reference source, tolerances and ops
+  (``extra_runs``: the shapes of the further input sets; ``litert_kernel_spread``: the max abs
+  difference between LiteRT's default and reference kernels on the stored inputs, i.e. how far two
+  correct float32 implementations drift apart on that model; ``converter``: a non-default
+  converter variant such as float16 weights).
+
+Realistic models (MobileNet/EfficientNet/U-Net style vision nets, transformer encoders/decoders)
+get seeded random weights with every bias and scale non-trivial and batch-norm statistics
+calibrated on image-like inputs, so activations keep a realistic scale; nothing is downloaded.
 
 This is a developer tool: TensorFlow (the ``dev`` extra) is needed to run it, never to run the
 tests. Inputs and references are deterministic; the .tflite bytes can differ between runs only in
@@ -45,6 +55,9 @@ class Program:
     atol: float = 1e-5
     tolerance_reason: str = ""
     tags: list[str] = field(default_factory=list)
+    # converter variant: "" (float32, no optimizations) or "float16" (weights stored as float16,
+    # DEQUANTIZE ops in front of their consumers: the converter's float16 post-training option)
+    converter: str = ""
 
 
 PROGRAMS: list[Program] = []
@@ -509,6 +522,507 @@ def _greedy_decode_grow_empty():
 
 
 # ----------------------------------------------------------------------------------------------
+# realistic models: MobileNet / EfficientNet / U-Net style vision nets and transformer-style
+# encoders/decoders, with seeded random weights (nothing is downloaded). Zero biases, unit scales
+# and batch-norm statistics are replaced by seeded values so that every parameter matters and the
+# activations keep a realistic scale through the whole network.
+
+def _seed(name: str) -> int:
+    return zlib.crc32(name.encode()) % 100000
+
+
+def _realistic_weights(model: Any, name: str, calibration: Any = None) -> None:
+    """Give every all-zero weight (biases, LayerNorm/BatchNorm beta) a small seeded value and every
+    all-one weight (gamma) a seeded scale around 1; then, when ``calibration`` inputs are given,
+    set the BatchNormalization moving statistics to the statistics of that batch (momentum 0 and one
+    training-mode call), so the folded convolutions neither blow up nor vanish the activations."""
+    keras = _keras()
+    r = rng_for(f"{name}/weights")
+    bns = []
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, keras.layers.BatchNormalization):
+            bns.append(layer)
+        for w in layer.weights:
+            if not w.trainable:
+                continue
+            v = np.asarray(w.numpy())
+            if v.size and np.all(v == 0):
+                w.assign((r.standard_normal(v.shape) * 0.1).astype(v.dtype))
+            elif v.size and np.all(v == 1):
+                w.assign(r.uniform(0.7, 1.3, v.shape).astype(v.dtype))
+    if calibration is not None and bns:
+        for bn in bns:
+            bn.momentum = 0.0
+        model(calibration, training=True)
+
+
+def _smooth_images(r: np.random.Generator, shape, lo: float, hi: float) -> np.ndarray:
+    """Image-like inputs: low-frequency random fields (bilinear upsampling of an 8x coarser grid)
+    plus a little pixel noise, quantized to 8-bit pixel levels (as decoded images are) and scaled
+    into [lo, hi]."""
+    n, h, w, c = shape
+    gh, gw = h // 8 + 2, w // 8 + 2
+    grid = r.random((n, gh, gw, c))
+    ys = np.linspace(0, gh - 1.001, h)
+    xs = np.linspace(0, gw - 1.001, w)
+    y0, x0 = ys.astype(int), xs.astype(int)
+    fy, fx = (ys - y0)[None, :, None, None], (xs - x0)[None, None, :, None]
+    top = grid[:, y0][:, :, x0] * (1 - fx) + grid[:, y0][:, :, x0 + 1] * fx
+    bot = grid[:, y0 + 1][:, :, x0] * (1 - fx) + grid[:, y0 + 1][:, :, x0 + 1] * fx
+    img = top * (1 - fy) + bot * fy + r.standard_normal(shape) * 0.03
+    pixels = np.round((img - img.min()) / (img.max() - img.min()) * 255.0)
+    return (lo + (hi - lo) * (pixels / 255.0)).astype(np.float32)
+
+
+def _token_ids(r: np.random.Generator, batch: int, length: int, vocab: int, lengths=None) -> np.ndarray:
+    """Token ids in [2, vocab) with id 1 as [CLS] first and 0 as padding after each row's length."""
+    ids = r.integers(2, vocab, size=(batch, length)).astype(np.int32)
+    ids[:, 0] = 1
+    for b, n in enumerate(lengths or [length] * batch):
+        ids[b, n:] = 0
+    return ids
+
+
+@program("mobilenet_v2", "Realistic: keras.applications.MobileNetV2(alpha=0.35, 96x96x3, weights=None, "
+                         "10 classes, softmax) with seeded weights and calibrated batch-norm statistics "
+                         "(folded by the converter); input image in [-1, 1].")
+def _mobilenet_v2():
+    keras = _keras()
+    keras.utils.set_random_seed(_seed("mobilenet_v2"))
+    model = keras.applications.MobileNetV2(input_tensor=keras.Input((96, 96, 3), batch_size=1, name="image"),
+                                           alpha=0.35, weights=None, classes=10)
+    r = rng_for("mobilenet_v2")
+    _realistic_weights(model, "mobilenet_v2", _smooth_images(r, (8, 96, 96, 3), -1.0, 1.0))
+    return model, {"image": _smooth_images(r, (1, 96, 96, 3), -1.0, 1.0)}
+
+
+def _hard_sigmoid(keras, x):
+    # MobileNetV3's hard sigmoid: relu6(x + 3) / 6
+    return keras.layers.Rescaling(1.0 / 6.0)(keras.layers.ReLU(6.0)(keras.layers.Rescaling(1.0, offset=3.0)(x)))
+
+
+def _hard_swish(keras, x):
+    return keras.layers.Multiply()([x, _hard_sigmoid(keras, x)])
+
+
+def _se_block(keras, x, channels: int, squeeze: int, gate: str):
+    s = keras.layers.GlobalAveragePooling2D(keepdims=True)(x)
+    s = keras.layers.Conv2D(squeeze, 1, activation="relu" if gate == "hard_sigmoid" else "swish")(s)
+    s = keras.layers.Conv2D(channels, 1)(s)
+    s = _hard_sigmoid(keras, s) if gate == "hard_sigmoid" else keras.layers.Activation("sigmoid")(s)
+    return keras.layers.Multiply()([x, s])
+
+
+@program("mobilenet_v3_small_blocks", "Realistic: MobileNetV3-small-style stack (conv 3x3/2 + "
+                                      "hard-swish; depthwise 3x3/2 with squeeze-excite (relu, hard "
+                                      "sigmoid); inverted residuals with depthwise 5x5/2 and 3x3, "
+                                      "hard-swish and SE, residual add; 1x1 conv, global average pool, "
+                                      "1x1 conv + hard-swish, dense logits) on a 64x64 image in [-1, 1].")
+def _mobilenet_v3_small():
+    keras = _keras()
+    L = keras.layers
+    keras.utils.set_random_seed(_seed("mobilenet_v3_small_blocks"))
+
+    def conv_bn(x, c, k=1, s=1, act=None):
+        x = L.Conv2D(c, k, strides=s, padding="same", use_bias=False)(x)
+        x = L.BatchNormalization(epsilon=1e-3)(x)
+        return _hard_swish(keras, x) if act == "hs" else (L.ReLU()(x) if act == "relu" else x)
+
+    def dw_bn(x, k, s, act):
+        x = L.DepthwiseConv2D(k, strides=s, padding="same", use_bias=False)(x)
+        x = L.BatchNormalization(epsilon=1e-3)(x)
+        return _hard_swish(keras, x) if act == "hs" else L.ReLU()(x)
+
+    def block(x, expand, out, k, s, se, act):
+        inp = x
+        c_in = x.shape[-1]
+        if expand != c_in:
+            x = conv_bn(x, expand, act=act)
+        x = dw_bn(x, k, s, act)
+        if se:
+            x = _se_block(keras, x, expand, max(8, expand // 4), "hard_sigmoid")
+        x = conv_bn(x, out)
+        if s == 1 and c_in == out:
+            x = L.Add()([inp, x])
+        return x
+
+    image = keras.Input((64, 64, 3), batch_size=1, name="image")
+    x = conv_bn(image, 16, 3, 2, "hs")
+    x = block(x, 16, 16, 3, 2, True, "relu")
+    x = block(x, 72, 24, 3, 2, False, "relu")
+    x = block(x, 88, 24, 3, 1, False, "relu")
+    x = block(x, 96, 40, 5, 2, True, "hs")
+    x = block(x, 120, 40, 5, 1, True, "hs")
+    x = conv_bn(x, 96, act="hs")
+    x = L.GlobalAveragePooling2D(keepdims=True)(x)
+    x = L.Conv2D(128, 1)(x)
+    x = _hard_swish(keras, x)
+    x = L.Flatten()(x)
+    x = L.Dropout(0.2)(x)
+    logits = L.Dense(10)(x)
+    model = keras.Model(image, logits)
+    r = rng_for("mobilenet_v3_small_blocks")
+    _realistic_weights(model, "mobilenet_v3_small_blocks", _smooth_images(r, (8, 64, 64, 3), -1.0, 1.0))
+    return model, {"image": _smooth_images(r, (1, 64, 64, 3), -1.0, 1.0)}
+
+
+_EFFICIENTNET = ("EfficientNet-style stem and MBConv blocks (input normalization, conv 3x3/2 + swish, "
+                 "expand 1x1 + swish, depthwise 3x3 and 5x5/2 + swish, squeeze-excite with sigmoid gate, "
+                 "project 1x1, residual add; head 1x1 conv, global average pool, dense softmax), batch 2 "
+                 "of 48x48 images in [0, 1]")
+
+
+@program("efficientnet_blocks", f"Realistic: {_EFFICIENTNET}.")
+def _efficientnet_blocks():
+    return _efficientnet("efficientnet_blocks")
+
+
+@program("efficientnet_blocks_fp16", f"Realistic: {_EFFICIENTNET}; converted with float16 weights "
+                                     "(Optimize.DEFAULT, supported_types [float16]), so every weight "
+                                     "reaches its op through a DEQUANTIZE (TensorFlow, running the "
+                                     "float32 weights, differs by the weight rounding).",
+         converter="float16")
+def _efficientnet_blocks_fp16():
+    return _efficientnet("efficientnet_blocks")
+
+
+def _efficientnet(name: str):
+    keras = _keras()
+    L = keras.layers
+    keras.utils.set_random_seed(_seed(name))
+
+    def mbconv(x, expand_ratio, out, k, s):
+        inp = x
+        c_in = x.shape[-1]
+        c = c_in * expand_ratio
+        if expand_ratio != 1:
+            x = L.Conv2D(c, 1, use_bias=False)(x)
+            x = L.BatchNormalization()(x)
+            x = L.Activation("swish")(x)
+        x = L.DepthwiseConv2D(k, strides=s, padding="same", use_bias=False)(x)
+        x = L.BatchNormalization()(x)
+        x = L.Activation("swish")(x)
+        x = _se_block(keras, x, c, max(1, c_in // 4), "sigmoid")
+        x = L.Conv2D(out, 1, use_bias=False)(x)
+        x = L.BatchNormalization()(x)
+        if s == 1 and c_in == out:
+            x = L.Dropout(0.2, noise_shape=(None, 1, 1, 1))(x)
+            x = L.Add()([x, inp])
+        return x
+
+    image = keras.Input((48, 48, 3), batch_size=2, name="image")
+    x = L.Normalization(mean=[0.485, 0.456, 0.406], variance=[0.229 ** 2, 0.224 ** 2, 0.225 ** 2])(image)
+    x = L.Conv2D(16, 3, strides=2, padding="same", use_bias=False)(x)
+    x = L.BatchNormalization()(x)
+    x = L.Activation("swish")(x)
+    x = mbconv(x, 1, 8, 3, 1)
+    x = mbconv(x, 6, 12, 3, 2)
+    x = mbconv(x, 6, 12, 3, 1)
+    x = mbconv(x, 6, 20, 5, 2)
+    x = mbconv(x, 6, 20, 5, 1)
+    x = L.Conv2D(96, 1, use_bias=False)(x)
+    x = L.BatchNormalization()(x)
+    x = L.Activation("swish")(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dropout(0.2)(x)
+    probs = L.Dense(10, activation="softmax")(x)
+    model = keras.Model(image, probs)
+    r = rng_for(name)
+    _realistic_weights(model, name, _smooth_images(r, (8, 48, 48, 3), 0.0, 1.0))
+    return model, {"image": _smooth_images(r, (2, 48, 48, 3), 0.0, 1.0)}
+
+
+@program("unet_tiny", "Realistic: tiny U-Net segmenter on a 32x32 image in [0, 1]: two encoder stages "
+                      "(conv 3x3 + BN + relu, max-pool), bottleneck, decoder with Conv2DTranspose "
+                      "stride 2 + concat skip and bilinear upsampling + concat skip, per-pixel softmax "
+                      "over 3 classes; a second head resizes the logits to 48x48 (nearest).")
+def _unet_tiny():
+    keras = _keras()
+    L = keras.layers
+    keras.utils.set_random_seed(_seed("unet_tiny"))
+
+    def conv_block(x, c):
+        for _ in range(2):
+            x = L.Conv2D(c, 3, padding="same", use_bias=False)(x)
+            x = L.BatchNormalization()(x)
+            x = L.ReLU()(x)
+        return x
+
+    image = keras.Input((32, 32, 3), batch_size=1, name="image")
+    e1 = conv_block(image, 8)                                   # 32x32
+    e2 = conv_block(L.MaxPooling2D(2)(e1), 16)                  # 16x16
+    b = conv_block(L.MaxPooling2D(2)(e2), 32)                   # 8x8
+    d2 = L.Conv2DTranspose(16, 3, strides=2, padding="same")(b)  # 16x16
+    d2 = conv_block(L.Concatenate()([d2, e2]), 16)
+    d1 = L.UpSampling2D(2, interpolation="bilinear")(d2)        # 32x32
+    d1 = L.Conv2D(8, 1)(d1)
+    d1 = conv_block(L.Concatenate()([e1, d1]), 8)
+    logits = L.Conv2D(3, 1)(d1)
+    probs = L.Softmax(axis=-1)(logits)
+    big = L.Resizing(48, 48, interpolation="nearest")(logits)
+    model = keras.Model(image, [probs, big])
+    r = rng_for("unet_tiny")
+    _realistic_weights(model, "unet_tiny", _smooth_images(r, (8, 32, 32, 3), 0.0, 1.0))
+    return model, {"image": _smooth_images(r, (1, 32, 32, 3), 0.0, 1.0)}
+
+
+# ---- transformer-style
+
+def _gelu(approximate: bool):
+    keras = _keras()
+    return lambda t: keras.activations.gelu(t, approximate=approximate)
+
+
+def _position_embedding(max_len: int, dim: int, name: str):
+    """A Keras layer adding a learned position embedding for positions 0..T-1 of its input (T read
+    at run time, so it works with a dynamic sequence length)."""
+    keras = _keras()
+
+    class PositionEmbedding(keras.layers.Layer):
+        def build(self, input_shape):
+            self.table = self.add_weight(shape=(max_len, dim), name="table",
+                                         initializer=keras.initializers.RandomNormal(stddev=0.5))
+
+        def call(self, x):
+            ops = keras.ops
+            n = ops.shape(x)[1]
+            return x + ops.expand_dims(ops.take(self.table, ops.arange(n), axis=0), 0)
+
+    return PositionEmbedding(name=name)
+
+
+def _encoder_layer(keras, x, attention_mask, dim: int, heads: int, ff: int, approximate: bool, prefix: str,
+                   causal: bool = False, memory=None):
+    """Post-LN transformer layer: MHA (+ optional cross-attention) -> add & LayerNorm -> FFN (GELU)
+    -> add & LayerNorm."""
+    L = keras.layers
+    att = L.MultiHeadAttention(heads, dim // heads, name=f"{prefix}_mha")(
+        x, x, attention_mask=attention_mask, use_causal_mask=causal)
+    x = L.LayerNormalization(epsilon=1e-12, name=f"{prefix}_ln1")(L.Add()([x, att]))
+    if memory is not None:
+        cross = L.MultiHeadAttention(heads, dim // heads, name=f"{prefix}_cross")(x, memory)
+        x = L.LayerNormalization(epsilon=1e-6, name=f"{prefix}_ln_cross")(L.Add()([x, cross]))
+    h = L.Dense(ff, name=f"{prefix}_ff1")(x)
+    h = L.Activation(_gelu(approximate), name=f"{prefix}_gelu")(h)
+    h = L.Dense(dim, name=f"{prefix}_ff2")(h)
+    return L.LayerNormalization(epsilon=1e-12, name=f"{prefix}_ln2")(L.Add()([x, h]))
+
+
+def _embed(keras, ids, vocab: int, dim: int, max_len: int, name: str):
+    tok = keras.layers.Embedding(vocab, dim, embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0),
+                                 name=f"{name}_tok")(ids)
+    return _position_embedding(max_len, dim, f"{name}_pos")(tok)
+
+
+_T_VOCAB, _T_DIM, _T_HEADS, _T_FF = 96, 32, 4, 64
+
+
+@program("transformer_encoder", "Realistic: 2-layer transformer encoder (token + learned position "
+                                "embedding, Keras MultiHeadAttention with a padding mask built from "
+                                "the ids, post-LN LayerNormalization, FFN with exact GELU in layer 1 "
+                                "and tanh-approximate GELU in layer 2, residuals); ids [2, 16] in "
+                                "[0, 96) with 0 as padding (row lengths 16 and 9).")
+def _transformer_encoder():
+    keras = _keras()
+    keras.utils.set_random_seed(_seed("transformer_encoder"))
+    ids = keras.Input((16,), batch_size=2, dtype="int32", name="input_ids")
+    x = _embed(keras, ids, _T_VOCAB, _T_DIM, 16, "emb")
+    keep = keras.ops.not_equal(ids, 0)
+    mask = keras.ops.logical_and(keras.ops.expand_dims(keep, 1), keras.ops.expand_dims(keep, 2))
+    x = _encoder_layer(keras, x, mask, _T_DIM, _T_HEADS, _T_FF, False, "l1")
+    x = _encoder_layer(keras, x, mask, _T_DIM, _T_HEADS, _T_FF, True, "l2")
+    model = keras.Model(ids, x)
+    _realistic_weights(model, "transformer_encoder")
+    r = rng_for("transformer_encoder")
+    return model, {"input_ids": _token_ids(r, 2, 16, _T_VOCAB, [16, 9])}
+
+
+@program("transformer_decoder_step", "Realistic: one transformer decoder step (token + position "
+                                     "embedding of the 6-token prefix, causal self-attention, "
+                                     "cross-attention to an [1, 8, 32] encoder memory, FFN with GELU, "
+                                     "LayerNorm, vocabulary logits of the last position, softmax and "
+                                     "argmax of the next token).")
+def _transformer_decoder_step():
+    keras = _keras()
+    L = keras.layers
+    keras.utils.set_random_seed(_seed("transformer_decoder_step"))
+    prefix = keras.Input((6,), batch_size=1, dtype="int32", name="prefix_ids")
+    memory = keras.Input((8, _T_DIM), batch_size=1, name="memory")
+    x = _embed(keras, prefix, _T_VOCAB, _T_DIM, 6, "emb")
+    x = _encoder_layer(keras, x, None, _T_DIM, _T_HEADS, _T_FF, False, "dec", causal=True, memory=memory)
+    last = x[:, -1, :]
+    # a wide output projection, so the next-token distribution is peaked as in a trained model
+    logits = L.Dense(_T_VOCAB, kernel_initializer=keras.initializers.RandomNormal(stddev=0.5), name="lm_head")(last)
+    probs = L.Softmax()(logits)
+    # tf.argmax: keras.ops.argmax adds a -0.0 fix-up through tf.BitwiseAnd, not a builtin op
+    nxt = L.Lambda(lambda t: _tf().cast(_tf().argmax(t, axis=-1), "int32"), name="next_token")(logits)
+    model = keras.Model([prefix, memory], [probs, nxt])
+    _realistic_weights(model, "transformer_decoder_step")
+    r = rng_for("transformer_decoder_step")
+    return model, {"prefix_ids": _token_ids(r, 1, 6, _T_VOCAB),
+                   "memory": r.standard_normal((1, 8, _T_DIM)).astype(np.float32)}
+
+
+@program("vit_tiny", "Realistic: ViT-style classifier: patch embedding (Conv2D 8x8 stride 8 on a "
+                     "32x32 image in [-1, 1]), reshape to 16 tokens, class-token concat, position "
+                     "embedding, one pre-LN transformer block (MHA, GELU MLP), LayerNorm, class-token "
+                     "head; batch 2.")
+def _vit_tiny():
+    keras = _keras()
+    L = keras.layers
+    ops = keras.ops
+    keras.utils.set_random_seed(_seed("vit_tiny"))
+    dim = _T_DIM
+
+    class ClassToken(L.Layer):
+        def build(self, input_shape):
+            self.cls = self.add_weight(shape=(1, 1, dim), name="cls",
+                                       initializer=keras.initializers.RandomNormal(stddev=0.5))
+
+        def call(self, x):
+            cls = ops.broadcast_to(self.cls, (ops.shape(x)[0], 1, dim))
+            return ops.concatenate([cls, x], axis=1)
+
+    image = keras.Input((32, 32, 3), batch_size=2, name="image")
+    x = L.Conv2D(dim, 8, strides=8, name="patch_embed")(image)   # [2, 4, 4, dim]
+    x = L.Reshape((16, dim))(x)
+    x = ClassToken(name="cls_token")(x)                            # [2, 17, dim]
+    x = _position_embedding(17, dim, "pos")(x)
+    h = L.LayerNormalization(epsilon=1e-6)(x)
+    h = L.MultiHeadAttention(_T_HEADS, dim // _T_HEADS)(h, h)
+    x = L.Add()([x, h])
+    h = L.LayerNormalization(epsilon=1e-6)(x)
+    h = L.Dense(_T_FF, activation="gelu")(h)
+    h = L.Dense(dim)(h)
+    x = L.Add()([x, h])
+    x = L.LayerNormalization(epsilon=1e-6)(x)
+    logits = L.Dense(10)(x[:, 0])
+    model = keras.Model(image, logits)
+    _realistic_weights(model, "vit_tiny")
+    r = rng_for("vit_tiny")
+    return model, {"image": _smooth_images(r, (2, 32, 32, 3), -1.0, 1.0)}
+
+
+@program("bert_classifier_dynamic_batch", "Realistic: BERT-style sentence classifier with a dynamic "
+                                          "batch (shape signatures [-1, 12]): input_ids, token_type_ids "
+                                          "and attention_mask inputs, token + segment + position "
+                                          "embeddings, embedding LayerNorm, one encoder layer (padding "
+                                          "mask, exact GELU), tanh pooler on [CLS], 3-way softmax; run "
+                                          "with batch 3 and batch 1.")
+def _bert_classifier():
+    keras = _keras()
+    L = keras.layers
+    ops = keras.ops
+    keras.utils.set_random_seed(_seed("bert_classifier_dynamic_batch"))
+    n = 12
+    ids = keras.Input((n,), dtype="int32", name="input_ids")
+    seg = keras.Input((n,), dtype="int32", name="token_type_ids")
+    am = keras.Input((n,), dtype="int32", name="attention_mask")
+    x = _embed(keras, ids, _T_VOCAB, _T_DIM, n, "emb")
+    x = L.Add()([x, L.Embedding(2, _T_DIM, embeddings_initializer=keras.initializers.RandomNormal(stddev=0.5),
+                                name="segment")(seg)])
+    x = L.LayerNormalization(epsilon=1e-12, name="emb_ln")(x)
+    mask = ops.expand_dims(ops.cast(am, "bool"), 1)                # [B, 1, S]
+    x = _encoder_layer(keras, x, mask, _T_DIM, _T_HEADS, _T_FF, False, "l1")
+    pooled = L.Dense(_T_DIM, activation="tanh", name="pooler")(x[:, 0])
+    probs = L.Dense(3, activation="softmax", name="classifier")(pooled)
+    model = keras.Model([ids, seg, am], probs)
+    _realistic_weights(model, "bert_classifier_dynamic_batch")
+    r = rng_for("bert_classifier_dynamic_batch")
+
+    def feed(lengths, seg_starts):
+        b = len(lengths)
+        i = _token_ids(r, b, n, _T_VOCAB, lengths)
+        t = np.zeros((b, n), np.int32)
+        for k, (ln, s) in enumerate(zip(lengths, seg_starts)):
+            t[k, s:ln] = 1
+        return {"input_ids": i, "token_type_ids": t, "attention_mask": (i != 0).astype(np.int32)}
+
+    return model, [feed([12, 7, 4], [6, 4, 2]), feed([9], [5])]
+
+
+@program("transformer_dynamic_seq", "Realistic: transformer encoder + per-token tagging head with a "
+                                    "dynamic batch and sequence length (input_ids shape signature "
+                                    "[-1, -1]): position embedding gathered for arange(T) at run time, "
+                                    "padding mask from the ids, one encoder layer (approximate GELU), "
+                                    "dense logits and log-softmax; run with [2, 7] and [1, 12].")
+def _transformer_dynamic_seq():
+    keras = _keras()
+    L = keras.layers
+    ops = keras.ops
+    keras.utils.set_random_seed(_seed("transformer_dynamic_seq"))
+    ids = keras.Input((None,), dtype="int32", name="input_ids")
+    x = _embed(keras, ids, _T_VOCAB, _T_DIM, 32, "emb")
+    keep = ops.not_equal(ids, 0)
+    mask = ops.expand_dims(keep, 1)
+    x = _encoder_layer(keras, x, mask, _T_DIM, _T_HEADS, _T_FF, True, "l1")
+    logits = L.Dense(5, name="tagger")(x)
+    out = L.Activation("log_softmax")(logits)
+    model = keras.Model(ids, out)
+    _realistic_weights(model, "transformer_dynamic_seq")
+    r = rng_for("transformer_dynamic_seq")
+    return model, [{"input_ids": _token_ids(r, 2, 7, _T_VOCAB, [7, 5])},
+                   {"input_ids": _token_ids(r, 1, 12, _T_VOCAB)}]
+
+
+@program("llama_block", "Realistic: decoder-only LLM block written with tf ops (tf.function): token "
+                        "embedding, RMSNorm, rotary position embedding (sin/cos tables, rotate-half), "
+                        "grouped-query attention (4 query heads, 2 key/value heads via tf.repeat), "
+                        "causal mask from tf.linalg.band_part, softmax, SwiGLU MLP (silu), residuals, "
+                        "final RMSNorm and tied-embedding logits of the last token; ids [1, 10] in "
+                        "[0, 96).")
+def _llama_block():
+    tf = _tf()
+    r = rng_for("llama_block/weights")
+    vocab, dim, heads, kv_heads, ff, t_len = _T_VOCAB, _T_DIM, 4, 2, 64, 10
+    hd = dim // heads
+
+    def w(*shape, scale=None):
+        scale = (1.0 / np.sqrt(shape[0])) if scale is None else scale
+        return tf.constant((r.standard_normal(shape) * scale).astype(np.float32))
+
+    emb = w(vocab, dim, scale=1.0)
+    wq, wk, wv, wo = w(dim, heads * hd), w(dim, kv_heads * hd), w(dim, kv_heads * hd), w(heads * hd, dim)
+    w_gate, w_up, w_down = w(dim, ff), w(dim, ff), w(ff, dim)
+    g1, g2, g3 = (tf.constant(r.uniform(0.7, 1.3, dim).astype(np.float32)) for _ in range(3))
+    inv_freq = 1.0 / (10000.0 ** (np.arange(0, hd, 2) / hd))
+    ang = np.arange(t_len)[:, None] * inv_freq[None, :]                     # [T, hd/2]
+    cos = tf.constant(np.cos(np.concatenate([ang, ang], -1)).astype(np.float32))
+    sin = tf.constant(np.sin(np.concatenate([ang, ang], -1)).astype(np.float32))
+
+    def rms_norm(x, g):
+        return x * tf.math.rsqrt(tf.reduce_mean(tf.square(x), axis=-1, keepdims=True) + 1e-6) * g
+
+    def rope(x):                                                              # [B, H, T, hd]
+        x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+        return x * cos + tf.concat([-x2, x1], axis=-1) * sin
+
+    @tf.function(input_signature=[spec([1, t_len], tf.int32, "input_ids")])
+    def f(ids):
+        x = tf.gather(emb, ids)                                               # [1, T, D]
+        h = rms_norm(x, g1)
+        q = tf.transpose(tf.reshape(tf.matmul(h, wq), [1, t_len, heads, hd]), [0, 2, 1, 3])
+        k = tf.transpose(tf.reshape(tf.matmul(h, wk), [1, t_len, kv_heads, hd]), [0, 2, 1, 3])
+        v = tf.transpose(tf.reshape(tf.matmul(h, wv), [1, t_len, kv_heads, hd]), [0, 2, 1, 3])
+        q, k = rope(q), rope(k)
+        k = tf.repeat(k, heads // kv_heads, axis=1)
+        v = tf.repeat(v, heads // kv_heads, axis=1)
+        scores = tf.matmul(q, k, transpose_b=True) / np.sqrt(hd).astype(np.float32)
+        causal = tf.linalg.band_part(tf.ones([t_len, t_len]), -1, 0)
+        scores = scores + (1.0 - causal) * -1e9
+        att = tf.matmul(tf.nn.softmax(scores, axis=-1), v)                    # [1, H, T, hd]
+        att = tf.reshape(tf.transpose(att, [0, 2, 1, 3]), [1, t_len, dim])
+        x = x + tf.matmul(att, wo)
+        h = rms_norm(x, g2)
+        x = x + tf.matmul(tf.nn.silu(tf.matmul(h, w_gate)) * tf.matmul(h, w_up), w_down)
+        last = rms_norm(x[:, -1, :], g3)
+        logits = tf.matmul(last, emb, transpose_b=True)
+        return logits, tf.cast(tf.argmax(logits, axis=-1), tf.int32)
+
+    return f, {"input_ids": _token_ids(rng_for("llama_block"), 1, t_len, _T_VOCAB)}
+
+
+# ----------------------------------------------------------------------------------------------
 # single-op models: one builtin op per model (several dtypes / shapes / options per op)
 
 def _single(name: str, description: str, fn: Callable[..., Any], feeds: dict[str, np.ndarray],
@@ -876,8 +1390,9 @@ def _quiet(fn):
     return run
 
 
-def convert(obj: Any) -> tuple[bytes, Callable[..., Any], list[str]]:
-    """(tflite bytes, a TF callable taking inputs by name, the argument names in call order)."""
+def convert(obj: Any, variant: str = "") -> tuple[bytes, Callable[..., Any], list[str]]:
+    """(tflite bytes, a TF callable taking inputs by name, the argument names in call order).
+    variant: see Program.converter."""
     tf = _tf()
     keras = _keras()
     if isinstance(obj, keras.Model):
@@ -908,6 +1423,11 @@ def convert(obj: Any) -> tuple[bytes, Callable[..., Any], list[str]]:
             return list(out) if isinstance(out, (list, tuple)) else [out]
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     conv.optimizations = []
+    if variant == "float16":
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.target_spec.supported_types = [tf.float16]
+    elif variant:
+        raise ValueError(f"unknown converter variant {variant!r}")
     return conv.convert(), run_tf, names
 
 
@@ -933,9 +1453,12 @@ def input_order(data: bytes, names: list[str]) -> list[str]:
     raise RuntimeError(f"cannot match inputs {names} to {[d['name'] for d in details]}")
 
 
-def run_litert(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from ai_edge_litert.interpreter import Interpreter
-    it = Interpreter(model_content=data)
+def run_litert(data: bytes, inputs: list[np.ndarray], reference_kernels: bool = False) -> list[np.ndarray]:
+    """LiteRT's outputs: with its default resolver (XNNPACK where it applies), or with
+    ``reference_kernels`` its BUILTIN_REF kernels."""
+    from ai_edge_litert import interpreter as lite
+    kw = {"experimental_op_resolver_type": lite.OpResolverType.BUILTIN_REF} if reference_kernels else {}
+    it = lite.Interpreter(model_content=data, **kw)
     details = it.get_input_details()
     for d, x in zip(details, inputs):
         if tuple(d["shape"]) != x.shape:
@@ -956,30 +1479,62 @@ def ops_used(data: bytes) -> list[list[str]]:
                     for op in sg.operations}) for sg in m.subgraphs]
 
 
-def generate(prog: Program, out_dir: Path) -> dict[str, Any]:
-    obj, feed = prog.build()
-    data, run_tf, names = convert(obj)
-    order = input_order(data, names)
-    inputs = [np.array(feed[n], copy=True, order="C") for n in order]  # keeps 0-d inputs 0-d
+def _reference(data: bytes, run_tf: Callable[..., Any], feed: dict[str, np.ndarray],
+               inputs: list[np.ndarray]) -> tuple[list[np.ndarray], str, str, bool | None, float | None]:
+    """(outputs, source, note, tensorflow_agrees, kernel_spread) for one input set. kernel_spread is
+    the max abs difference between LiteRT's default kernels and its reference kernels over the float
+    outputs: how far two correct float32 implementations drift apart on this model."""
     try:
         outputs = run_litert(data, inputs)
-        source = "litert"
-        note = ""
+        source, note = "litert", ""
     except Exception as e:  # LiteRT cannot run it: keep TF's outputs and say so
-        tf_out = run_tf(feed)
-        outputs = [np.asarray(t) for t in tf_out]
+        outputs = [np.asarray(t) for t in run_tf(feed)]
         source = "tensorflow"
         note = f"LiteRT failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
     # cross-check against TensorFlow itself (informational)
     try:
         tf_out = [np.asarray(t) for t in run_tf(feed)]
+        # Keras models may list their outputs in another order than the converted model
         tf_agrees = len(tf_out) == len(outputs) and all(
-            a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(tf_out, outputs))
+            any(a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-4) for a in tf_out) for b in outputs)
     except Exception:
         tf_agrees = None
+    spread = None
+    if source == "litert" and any(y.dtype.kind == "f" for y in outputs):
+        try:
+            ref = run_litert(data, inputs, reference_kernels=True)
+            spread = max(float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0))
+                         for a, b in zip(outputs, ref) if a.dtype.kind == "f")
+        except Exception:
+            spread = None
+    return outputs, source, note, tf_agrees, spread
+
+
+def generate(prog: Program, out_dir: Path) -> dict[str, Any]:
+    """Convert one program and store its .tflite and .npz; returns its MANIFEST entry.
+
+    A program's build may return a list of feeds (e.g. two batch sizes or sequence lengths of a
+    model with a dynamic shape signature): the first is stored as ``in_k``/``out_k``, the n-th
+    further one as ``run<n>_in_k``/``run<n>_out_k``."""
+    obj, feeds = prog.build()
+    feeds = feeds if isinstance(feeds, list) else [feeds]
+    data, run_tf, names = convert(obj, prog.converter)
+    order = input_order(data, names)
+    arrays: dict[str, np.ndarray] = {}
+    runs = []
+    for r, feed in enumerate(feeds):
+        inputs = [np.array(feed[n], copy=True, order="C") for n in order]  # keeps 0-d inputs 0-d
+        outputs, source, note, tf_agrees, spread = _reference(data, run_tf, feed, inputs)
+        prefix = f"run{r}_" if r else ""
+        arrays.update({f"{prefix}in_{k}": x for k, x in enumerate(inputs)})
+        arrays.update({f"{prefix}out_{k}": y for k, y in enumerate(outputs)})
+        runs.append((inputs, outputs, source, note, tf_agrees, spread))
+    sources = {run[2] for run in runs}
+    if len(sources) > 1:
+        raise RuntimeError(f"references from {sorted(sources)}: LiteRT ran only some input sets")
+    inputs, outputs, source, note, _, _ = runs[0]
+    tf_agrees = None if any(run[4] is None for run in runs) else all(run[4] for run in runs)
     (out_dir / f"{prog.name}.tflite").write_bytes(data)
-    arrays = {f"in_{k}": x for k, x in enumerate(inputs)}
-    arrays.update({f"out_{k}": y for k, y in enumerate(outputs)})
     arrays["source"] = np.array(source)
     np.savez_compressed(out_dir / f"{prog.name}.npz", **arrays)
     entry = {
@@ -994,6 +1549,14 @@ def generate(prog: Program, out_dir: Path) -> dict[str, Any]:
         "tensorflow_agrees": tf_agrees,
         "tflite_bytes": len(data),
     }
+    if prog.converter:
+        entry["converter"] = prog.converter
+    if len(runs) > 1:
+        entry["extra_runs"] = [{"inputs": [list(x.shape) for x in run[0]],
+                                "outputs": [list(y.shape) for y in run[1]]} for run in runs[1:]]
+    spreads = [run[5] for run in runs if run[5] is not None]
+    if spreads:
+        entry["litert_kernel_spread"] = float(f"{max(spreads):.3g}")
     if prog.tolerance_reason:
         entry["tolerance_reason"] = prog.tolerance_reason
     if note:
