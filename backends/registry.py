@@ -4,6 +4,12 @@ A kernel is a *prepare* function: it receives a KernelContext (the op, its decod
 tensor info, the executor's value slots) once, checks what it needs, and returns a zero-argument `run`
 closure that only moves arrays. Run closures read `values[i]` and assign `values[o]`; they never write
 into an array they did not allocate themselves (inputs, constants and views are shared).
+
+Planned outputs: a kernel that asks `ctx.output_buffer(i)` at prepare time gets an allocator for output
+i and promises that output i never aliases one of its inputs (it is written into the array the allocator
+gives, or into any other array the kernel made itself). The executor's memory plan then gives that
+output a slot of its arena, shared with tensors whose lifetimes do not overlap, so a static-shape run
+allocates nothing.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ class KernelContext:
     """What a kernel sees at prepare time."""
 
     def __init__(self, op, subgraph, model, values: list, runtime, executors=None,
-                 folded: dict | None = None):
+                 folded: dict | None = None, planned: list | None = None, fresh: set | None = None):
         self.op = op
         self.options: dict[str, Any] = op.options
         self.subgraph = subgraph
@@ -31,6 +37,8 @@ class KernelContext:
         self.inputs: tuple[int, ...] = op.inputs
         self.outputs: tuple[int, ...] = op.outputs
         self.folded = folded if folded is not None else {}  # tensor index -> value computed at compile time
+        self._planned = planned if planned is not None else [None] * len(subgraph.tensors)
+        self._fresh = fresh if fresh is not None else set()   # outputs whose kernel asked output_buffer
 
     @property
     def where(self) -> str:
@@ -59,6 +67,23 @@ class KernelContext:
 
     def output_dtype(self, i: int = 0) -> np.dtype:
         return self.output_tensor(i).dtype
+
+    def output_buffer(self, i: int = 0) -> Callable[[tuple[int, ...]], np.ndarray]:
+        """An allocator for output i: `alloc(shape)` (shape a tuple) returns the arena slot the memory
+        plan gave this output when the shape is the planned one, else a new uninitialised array of the
+        output's dtype. Asking for it promises that output i never aliases an input (see the module
+        docstring); the slot is overwritten on the next run, which the plan makes safe."""
+        o = self.outputs[i]
+        self._fresh.add(o)
+        planned, dtype = self._planned, self.output_dtype(i)
+        empty = np.empty
+
+        def alloc(shape: tuple[int, ...]) -> np.ndarray:
+            b = planned[o]
+            if b is not None and b.shape == shape:
+                return b
+            return empty(shape, dtype)
+        return alloc
 
     def expect_inputs(self, *counts: int) -> None:
         if len(self.inputs) not in counts:

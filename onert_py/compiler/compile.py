@@ -90,7 +90,7 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
         folded: dict[int, object] = {}
         for op in execution_order(sg):
             backend = assign_backend(op, names)
-            ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded)
+            ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded, ex.planned, ex.fresh)
             try:
                 run = backend.kernels[op.kernel_name](ctx)
             except PrepareError:

@@ -48,6 +48,8 @@ class Executor:
         self._release_after: dict[int, tuple[int, ...]] = {}
         self._folded: frozenset[int] = frozenset()  # slots holding values computed at compile time
         self._fast = None
+        self.planned: list = [None] * len(subgraph.tensors)   # arena slot per tensor (memory plan)
+        self.fresh: set[int] = set()    # outputs whose kernels write into planned slots (never aliases)
 
     def reset_variables(self) -> None:
         """Stateful tensors (is_variable: RNN/LSTM state) back to their initial value, zeros by default."""
