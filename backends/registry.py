@@ -142,11 +142,14 @@ def register_custom_op(name: str, fn: Callable[..., Any], *, replace: bool = Fal
                 v[o] = np.asarray(r, dtype=dt)
         return run
 
+    prepare.keeps_inputs = True   # a plain function may keep what it is given: the memory plan must know
     register_custom_kernel(name, prepare, replace=replace)
 
 
 def register_custom_kernel(name: str, prepare: Prepare, *, replace: bool = False) -> None:
-    """Register a two-phase (prepare -> run) kernel for CUSTOM op `name`."""
+    """Register a two-phase (prepare -> run) kernel for CUSTOM op `name`. It follows the builtin kernels'
+    contract (module docstring): it writes only into arrays it allocated or got from `ctx.output_buffer`,
+    and keeps no reference to an input after its run unless `prepare.keeps_inputs` is set to True."""
     if name in CUSTOM.kernels and not replace:
         raise ValueError(f"custom op {name!r} is already registered (pass replace=True to override)")
     CUSTOM.kernels[name] = prepare

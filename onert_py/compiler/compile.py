@@ -6,6 +6,7 @@ import numpy as np
 from onert_py.backends.registry import CONTROLFLOW, CPU, CUSTOM, Backend, KernelContext, load_builtin_kernels
 from onert_py.errors import PrepareError, UnsupportedOpError
 from onert_py.exec.executor import Executor, ExecutorMap
+from onert_py.exec.memory_plan import KEEPS_INPUTS
 from onert_py.exec.runtime import RuntimeState
 from onert_py.ir import Model, Operation, Subgraph
 
@@ -86,6 +87,7 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
         more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
         raise UnsupportedOpError(f"no kernel for {len(missing)} operator(s): {listed}{more}")
     executors = ExecutorMap([Executor(sg, runtime) for sg in model.subgraphs])
+    calls_may_keep = any(keeps_inputs(op) for sg in model.subgraphs for op in sg.operations)
     for sg, ex in zip(model.subgraphs, executors):
         folded: dict[int, object] = {}
         for op in execution_order(sg):
@@ -102,8 +104,17 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
                 continue
             ex.operations.append(op)
             ex.runs.append(run)
-        ex.finalize(folded)
+        ex.finalize(folded, calls_may_keep, keeps_inputs)
     return executors
+
+
+def keeps_inputs(op: Operation) -> bool:
+    """Whether op's kernel may keep a reference to an input after its run (the memory plan then leaves
+    that input's memory alone). Custom kernels say so with a `keeps_inputs` attribute."""
+    if op.opcode == "CUSTOM":
+        kernel = CUSTOM.kernels.get(op.custom_name)
+        return kernel is None or getattr(kernel, "keeps_inputs", False)
+    return op.opcode in KEEPS_INPUTS
 
 
 # Ops whose result depends on more than their inputs (state, randomness) are never folded.

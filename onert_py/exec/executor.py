@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.errors import ExecutionError, OnertPyError
+from onert_py.exec.memory_plan import ArenaPlan, builtin_keeps_inputs, plan_arena
 
 _SMALL_BYTES = 1 << 16
 
@@ -50,29 +51,57 @@ class Executor:
         self._fast = None
         self.planned: list = [None] * len(subgraph.tensors)   # arena slot per tensor (memory plan)
         self.fresh: set[int] = set()    # outputs whose kernels write into planned slots (never aliases)
+        self.arena_plan = ArenaPlan()
+        self.arena = np.empty(0, np.uint8)
+        self._calls_may_keep = False
+        self._keeps = builtin_keeps_inputs
 
     def reset_variables(self) -> None:
         """Stateful tensors (is_variable: RNN/LSTM state) back to their initial value, zeros by default."""
         for t in self._variables:
             self.values[t.index] = t.data if t.data is not None else np.zeros(t.shape, t.dtype)
 
-    def finalize(self, folded: dict | None = None) -> None:
-        """Called once all kernels are prepared: plan when slots are released and build the fast path.
+    def finalize(self, folded: dict | None = None, calls_may_keep: bool = False,
+                 keeps: Callable | None = None) -> None:
+        """Called once all kernels are prepared: plan memory and build the fast path.
 
-        Memory plan: a large or dynamic intermediate is released right after the last step that reads
-        it (its lifetime, from the execution order), so the allocator reuses its block for later
-        tensors and peak memory is the largest set of simultaneously live tensors rather than the sum
-        of all of them. Small static ones are left in place, as clearing them would cost more than
-        they hold. Subgraph outputs, variables and values folded at compile time stay.
+        Memory plan, two parts. Outputs written into planned slots (`ctx.output_buffer`) get an offset
+        in one arena per executor (memory_plan.py): tensors whose lifetimes do not overlap share bytes,
+        and a static-shape run allocates nothing for them. Every other large or dynamic intermediate is
+        released right after the last step that reads it, so the allocator reuses its block for later
+        tensors. Small static ones are left in place, as clearing them would cost more than they hold.
+        Subgraph outputs, variables and values folded at compile time stay. With preserve_all_tensors
+        nothing is shared or released.
         """
         if folded is not None:
             self._folded = frozenset(folded)
-        keep = set(self.subgraph.outputs) | self._folded
-        self._temporaries = () if self.runtime.options.preserve_all_tensors else tuple(
+        self._calls_may_keep = calls_may_keep
+        if keeps is not None:
+            self._keeps = keeps
+        preserve = self.runtime.options.preserve_all_tensors
+        self.plan_memory(None if self.runtime.options.arena and not preserve else {})
+        keep = set(self.subgraph.outputs) | self._folded | set(self.arena_plan.offsets)
+        self._temporaries = () if preserve else tuple(
             t.index for t in self.subgraph.tensors
             if t.data is None and not t.is_variable and t.index not in keep and _large_or_dynamic(t))
         self._release_after = self._lifetimes(set(self._temporaries))
         self._fast = self._generate()
+
+    def plan_memory(self, shapes: dict[int, tuple[int, ...]] | None = None) -> ArenaPlan:
+        """(Re)plan the arena for the given run-time shapes (default: the declared static shapes; {} plans
+        nothing) and point the planned slots at it. Kernels read the slots at run time, so a new plan
+        takes effect on the next run; an output whose shape differs from its slot's gets a new array."""
+        if shapes is not None and not shapes:
+            plan = ArenaPlan()
+        else:
+            plan = plan_arena(self.subgraph, self.operations, self.fresh, shapes=shapes,
+                              excluded=self._folded, calls_may_keep=self._calls_may_keep, keeps=self._keeps)
+        self.arena, views = plan.views({t: self.subgraph.tensors[t].dtype for t in plan.offsets})
+        planned = self.planned
+        for t in range(len(planned)):
+            planned[t] = views.get(t)
+        self.arena_plan = plan
+        return plan
 
     def _lifetimes(self, releasable: set[int]) -> dict[int, tuple[int, ...]]:
         """step -> slots whose last reader (or, if never read, whose producer) is that step."""

@@ -1,6 +1,7 @@
 """State shared by every executor of one session: options, resources, CALL_ONCE flags, profile."""
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -14,6 +15,9 @@ class RuntimeOptions:
     max_while_iterations: int | None = None   # None: unbounded
     controlflow_copy: str = "reference"       # "reference" (copy only where needed) or "all" (seed policy)
     preserve_all_tensors: bool = False        # keep every intermediate after a run (for inspection)
+    # Share memory between planned tensors (exec/memory_plan.py); ONERT_PY_ARENA=0 turns it off to
+    # compare or to rule it out when chasing a wrong result.
+    arena: bool = field(default_factory=lambda: os.environ.get("ONERT_PY_ARENA", "1") != "0")
 
 
 @dataclass

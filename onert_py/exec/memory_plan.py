@@ -1,0 +1,148 @@
+"""Arena memory plan for one executor: tensors whose lifetimes do not overlap share memory.
+
+Which tensors: outputs whose kernels asked `ctx.output_buffer` (they write into the slot they are given
+and never return an alias of an input), with a static shape, that are neither subgraph inputs/outputs,
+variables nor constants.
+
+Lifetimes come from the execution order: a tensor lives from the step that writes it to the last step
+that reads it. Ops whose outputs are *not* planned may return their inputs or views of them (RESHAPE,
+control flow passing values through), so such outputs join their inputs in an alias group whose lifetime
+is the union of its members'; a group that reaches a subgraph output or a variable, or whose value an op
+may keep beyond its own run (ASSIGN_VARIABLE, custom ops), escapes the run and is not planned at all.
+
+Placement is greedy by size (as TFLite's arena planner does): largest tensors first, each at the lowest
+64-byte aligned offset that does not overlap a placed tensor alive at the same time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+ALIGN = 64
+
+# Builtin ops that keep a reference to an input after they return (the value escapes the run). Custom
+# ops say so themselves (registry.register_custom_op marks plain-function ops as keeping their inputs).
+KEEPS_INPUTS = frozenset({"ASSIGN_VARIABLE"})
+# Ops that hand their inputs to other subgraphs, where a KEEPS_INPUTS op may keep them.
+CALLS_SUBGRAPHS = frozenset({"IF", "WHILE", "CALL", "CALL_ONCE", "STABLEHLO_CASE", "STABLEHLO_COMPOSITE",
+                             "STABLEHLO_WHILE"})
+
+
+@dataclass
+class ArenaPlan:
+    size: int = 0                                                   # arena bytes
+    offsets: dict[int, int] = field(default_factory=dict)           # tensor index -> byte offset
+    shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    intervals: dict[int, tuple[int, int]] = field(default_factory=dict)  # tensor -> (first, last) step
+    unshared: int = 0                                               # bytes if every tensor had its own
+
+    def views(self, dtypes: Mapping[int, np.dtype]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """Allocate the arena and cut one array per planned tensor out of it."""
+        arena = np.empty(self.size, np.uint8)
+        out = {}
+        for t, off in self.offsets.items():
+            dt, shape = np.dtype(dtypes[t]), self.shapes[t]
+            n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            out[t] = arena[off:off + n].view(dt).reshape(shape)
+        return arena, out
+
+
+class _Groups:
+    """Union-find over tensor indices."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        p = self.parent
+        while p[x] != x:
+            p[x] = p[p[x]]
+            x = p[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def builtin_keeps_inputs(op) -> bool:
+    return op.opcode in KEEPS_INPUTS
+
+
+def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
+               shapes: Mapping[int, tuple[int, ...]] | None = None, excluded: Iterable[int] = (),
+               calls_may_keep: bool = False, keeps: Callable[[object], bool] = builtin_keeps_inputs) -> ArenaPlan:
+    """Plan arena offsets for `subgraph` run as `operations` (execution order).
+
+    fresh: outputs whose kernels write into planned slots. shapes: run-time shapes by tensor (default:
+    the declared shape of tensors without dynamic dims). excluded: tensors never to plan (e.g. values
+    folded at compile time). calls_may_keep: whether a subgraph that control flow calls may keep its
+    inputs (some op of the model `keeps` its inputs). keeps(op): whether op may keep a reference to one
+    of its inputs after its run."""
+    tensors = subgraph.tensors
+    n = len(tensors)
+    fresh = set(fresh)
+    groups = _Groups(n)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    escaping: set[int] = set(subgraph.outputs)
+    escaping.update(t.index for t in tensors if t.is_variable)
+    for step, op in enumerate(operations):
+        ins = [t for t in op.inputs if t >= 0]
+        for t in ins:
+            last[t] = step
+        for o in op.outputs:
+            if o < 0:
+                continue
+            first.setdefault(o, step)
+            last.setdefault(o, step)
+            last[o] = max(last[o], step)
+            if o not in fresh:
+                for t in ins:
+                    groups.union(o, t)
+        if (calls_may_keep and op.opcode in CALLS_SUBGRAPHS) or keeps(op):
+            escaping.update(ins)
+    pinned = {groups.find(t) for t in escaping}
+    group_end: dict[int, int] = {}
+    for t, step in last.items():
+        r = groups.find(t)
+        group_end[r] = max(group_end.get(r, step), step)
+
+    skip = set(subgraph.inputs) | set(subgraph.outputs) | set(excluded)
+    candidates = []
+    for t in fresh:
+        tensor = tensors[t]
+        r = groups.find(t)
+        if t in skip or r in pinned or t not in first or tensor.data is not None or tensor.is_variable:
+            continue
+        shape = shapes.get(t) if shapes is not None else None
+        if shape is None:
+            if tensor.is_dynamic:
+                continue
+            shape = tuple(tensor.shape)
+        if len(shape) == 0 or tensor.dtype == np.dtype(object) or any(d < 0 for d in shape):
+            continue   # rank-0 values are numpy scalars; strings are object arrays
+        nbytes = int(np.prod(shape, dtype=np.int64)) * tensor.dtype.itemsize
+        if nbytes == 0:
+            continue
+        candidates.append((nbytes, t, shape, (first[t], group_end[r])))
+
+    plan = ArenaPlan()
+    placed: list[tuple[int, int, int, int]] = []   # (offset, end offset, first step, last step)
+    for nbytes, t, shape, (lo, hi) in sorted(candidates, key=lambda c: (-c[0], c[3][0], c[1])):
+        size = -(-nbytes // ALIGN) * ALIGN
+        busy = sorted((a, b) for a, b, s, e in placed if s <= hi and lo <= e)
+        offset = 0
+        for a, b in busy:
+            if offset + size <= a:
+                break
+            offset = max(offset, b)
+        placed.append((offset, offset + size, lo, hi))
+        plan.offsets[t], plan.shapes[t], plan.intervals[t] = offset, shape, (lo, hi)
+        plan.size = max(plan.size, offset + size)
+        plan.unshared += size
+    return plan
+

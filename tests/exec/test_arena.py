@@ -1,0 +1,318 @@
+"""Arena memory plan (onert_py/exec/memory_plan.py): planned tensors share memory only when their
+lifetimes (extended through aliases) do not overlap, and the results are those of a numpy evaluation of
+the same graph, run after run. Kernels here are custom two-phase kernels that write into their planned
+slot (`ctx.output_buffer`), so the tests do not depend on which builtin kernels use the arena."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import onert_py
+from onert_py.backends.registry import register_custom_kernel, register_custom_op
+from onert_py.exec.memory_plan import ALIGN, plan_arena
+from onert_py.schema.writer import ModelBuilder
+
+N = 4096
+
+
+def _arena_add(ctx):
+    """out = a + b written into the planned slot (a fresh array when there is none)."""
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v, alloc = ctx.values, ctx.output_buffer(0)
+
+    def run() -> None:
+        x, y = v[a], v[b]
+        out = alloc(np.broadcast_shapes(np.shape(x), np.shape(y)))
+        np.add(x, y, out=out)
+        v[o] = out
+    return run
+
+
+register_custom_kernel("ArenaAdd", _arena_add, replace=True)
+_stash: list = []
+register_custom_op("Stash", lambda x, custom_options: (_stash.append(x), np.zeros_like(x))[1], replace=True)
+register_custom_op("Identity", lambda x, custom_options: x, replace=True)
+
+
+def add(sg, a, b, name, shape=(N,)):
+    t = sg.tensor(name, list(shape), np.float32)
+    sg.op("ADD", [a, b], [t], custom_code="ArenaAdd")
+    return t
+
+
+def executor(sess, k=0):
+    return sess.executors[k]
+
+
+def assert_plan_safe(plan):
+    """Tensors alive at the same step never share bytes."""
+    items = [(t, off, off + -(-int(np.prod(plan.shapes[t])) * 4 // ALIGN) * ALIGN, plan.intervals[t])
+             for t, off in plan.offsets.items()]
+    for i, (t, a0, a1, (s0, e0)) in enumerate(items):
+        for u, b0, b1, (s1, e1) in items[i + 1:]:
+            if s0 <= e1 and s1 <= e0:
+                assert a1 <= b0 or b1 <= a0, f"tensors {t} and {u} overlap in time and memory"
+
+
+def chain_model(length: int) -> tuple[bytes, list[int]]:
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [N], np.float32)
+    one = sg.const("one", np.ones(N, np.float32))
+    prev, ts = x, []
+    for k in range(length):
+        prev = add(sg, prev, one, f"t{k}")
+        ts.append(prev)
+    out = add(sg, prev, one, "out")
+    sg.inputs, sg.outputs = [x], [out]
+    return mb.to_bytes("tflite"), ts
+
+
+def test_chain_shares_memory_and_stays_correct():
+    model, ts = chain_model(10)
+    sess = onert_py.infer.session(model)
+    plan = executor(sess).arena_plan
+    assert set(plan.offsets) == set(ts)            # every intermediate planned, the output not
+    assert plan.size <= 2 * N * 4 < plan.unshared  # a chain needs two live slots at a time
+    assert_plan_safe(plan)
+    planned = executor(sess).planned
+    assert np.shares_memory(planned[ts[0]], planned[ts[2]])
+    outs = []
+    for k in range(3):
+        x = np.full(N, k, np.float32)
+        (out,) = sess.infer([x])
+        np.testing.assert_array_equal(out, np.full(N, k + 11, np.float32))
+        outs.append(out)
+    # outputs are the caller's own: later runs do not write into earlier results
+    for k, out in enumerate(outs):
+        np.testing.assert_array_equal(out, np.full(N, k + 11, np.float32))
+        assert not any(np.shares_memory(out, p) for p in planned if p is not None)
+
+
+def test_alias_through_reshape_keeps_source_alive():
+    """t0 is read through a RESHAPE view at the very end: its slot must not be reused meanwhile."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [N], np.float32)
+    one = sg.const("one", np.ones(N, np.float32))
+    t0 = add(sg, x, one, "t0")
+    r = sg.tensor("r", [64, 64], np.float32)
+    sg.op("RESHAPE", [t0, sg.const("shape", np.array([64, 64], np.int32))], [r])
+    prev = x
+    for k in range(4):
+        prev = add(sg, prev, one, f"u{k}")
+    back = sg.tensor("back", [N], np.float32)
+    sg.op("RESHAPE", [r, sg.const("flat", np.array([N], np.int32))], [back])
+    out = add(sg, back, prev, "out")
+    sg.inputs, sg.outputs = [x], [out]
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    plan = executor(sess).arena_plan
+    assert_plan_safe(plan)
+    assert plan.intervals[t0][1] == len(executor(sess).operations) - 1
+    x = np.arange(N, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(sess.infer([x])[0], (x + 1) + (x + 4))
+
+
+def test_alias_reaching_an_output_is_not_planned():
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [N], np.float32)
+    one = sg.const("one", np.ones(N, np.float32))
+    t0 = add(sg, x, one, "t0")
+    same = sg.tensor("same", [N], np.float32)
+    sg.op("CUSTOM", [t0], [same], custom_code="Identity")
+    t1 = add(sg, x, x, "t1")
+    sg.inputs, sg.outputs = [x], [same, t1]
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    assert t0 not in executor(sess).arena_plan.offsets
+    x = np.ones(N, np.float32)
+    first = sess.infer([x])
+    sess.infer([x * 5])
+    np.testing.assert_array_equal(first[0], x + 1)
+
+
+def test_inputs_a_custom_function_keeps_are_not_planned():
+    _stash.clear()
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [N], np.float32)
+    one = sg.const("one", np.ones(N, np.float32))
+    t0 = add(sg, x, one, "t0")
+    z = sg.tensor("z", [N], np.float32)
+    sg.op("CUSTOM", [t0], [z], custom_code="Stash")
+    prev = z
+    for k in range(4):
+        prev = add(sg, prev, one, f"u{k}")
+    sg.inputs, sg.outputs = [x], [prev]
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    assert t0 not in executor(sess).arena_plan.offsets
+    sess.infer([np.zeros(N, np.float32)])
+    sess.infer([np.ones(N, np.float32)])
+    np.testing.assert_array_equal(_stash[0], np.ones(N, np.float32))
+    np.testing.assert_array_equal(_stash[1], np.full(N, 2, np.float32))
+
+
+def test_assigned_variable_survives_later_ops_and_runs():
+    """ASSIGN_VARIABLE keeps its value by reference: that value must not live in the arena."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [N], np.float32)
+    one = sg.const("one", np.ones(N, np.float32))
+    h = sg.tensor("h", [], np.int32, type_name="RESOURCE")
+    sg.op("VAR_HANDLE", [], [h], container="", shared_name="v")
+    prev_value = sg.tensor("prev", [N], np.float32)
+    t0 = add(sg, x, one, "t0")
+    sg.op("ASSIGN_VARIABLE", [h, t0], [])
+    prev = x
+    for k in range(4):
+        prev = add(sg, prev, x, f"u{k}")
+    sg.op("READ_VARIABLE", [h], [prev_value])
+    sg.inputs, sg.outputs = [x], [prev_value, prev]
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    assert t0 not in executor(sess).arena_plan.offsets
+    x = np.full(N, 3, np.float32)
+    value, last = sess.infer([x])
+    np.testing.assert_array_equal(value, x + 1)
+    np.testing.assert_array_equal(last, 5 * x)
+
+
+def while_model() -> bytes:
+    """main(x) -> x after `for i in range(5): x = ((x + 1) + x) + 1` with the adds in the body."""
+    mb = ModelBuilder()
+    main, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
+    x = main.tensor("x", [N], np.float32)
+    i0 = main.const("i0", np.array(0, np.int32))
+    io, xo = main.tensor("i_out", [], np.int32), main.tensor("x_out", [N], np.float32)
+    main.op("WHILE", [i0, x], [io, xo], cond_subgraph_index=1, body_subgraph_index=2)
+    main.inputs, main.outputs = [x], [xo]
+    ci, cx, go = cond.tensor("i", [], np.int32), cond.tensor("x", [N], np.float32), cond.tensor("go", [], np.bool_)
+    cond.op("LESS", [ci, cond.const("n", np.array(5, np.int32))], [go])
+    cond.inputs, cond.outputs = [ci, cx], [go]
+    bi, bx = body.tensor("i", [], np.int32), body.tensor("x", [N], np.float32)
+    i1 = body.tensor("i1", [], np.int32)
+    body.op("ADD", [bi, body.const("one_i", np.array(1, np.int32))], [i1], fused_activation_function=0)
+    one = body.const("one", np.ones(N, np.float32))
+    a = add(body, bx, one, "a")
+    b = add(body, a, bx, "b")
+    c = add(body, b, one, "c")
+    body.inputs, body.outputs = [bi, bx], [i1, c]
+    return mb.to_bytes("tflite")
+
+
+@pytest.mark.parametrize("copy", ["reference", "all"])
+def test_while_body_intermediates_in_the_arena(copy):
+    sess = onert_py.infer.session(while_model(), controlflow_copy=copy)
+    assert len(executor(sess, 2).arena_plan.offsets) == 2   # a and b; c is the body's output
+    x = np.linspace(-1, 1, N, dtype=np.float32)
+    want = x.copy()
+    for _ in range(5):
+        want = ((want + 1) + want) + 1
+    for _ in range(2):
+        np.testing.assert_array_equal(sess.infer([x])[0], want)
+
+
+def test_preserve_all_tensors_and_env_switch_plan_nothing(monkeypatch):
+    model, ts = chain_model(4)
+    assert executor(onert_py.infer.session(model, preserve_all_tensors=True)).arena_plan.offsets == {}
+    monkeypatch.setenv("ONERT_PY_ARENA", "0")
+    sess = onert_py.infer.session(model)
+    assert executor(sess).arena_plan.offsets == {}
+    np.testing.assert_array_equal(sess.infer([np.zeros(N, np.float32)])[0], np.full(N, 5, np.float32))
+
+
+def test_resized_input_falls_back_to_fresh_arrays():
+    """A planned slot is used only when the run-time shape is the planned one."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [N], np.float32, shape_signature=[-1])
+    prev = x
+    for k in range(3):
+        prev = add(sg, prev, x, f"t{k}", shape=(-1,))
+    sg.inputs, sg.outputs = [x], [prev]
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    assert executor(sess).arena_plan.offsets == {}   # dynamic shapes: nothing planned up front
+    plan = executor(sess).plan_memory({t: (7,) for t in range(len(sg.tensors)) if t != x})
+    assert plan.offsets
+    for n in (7, 5, N):
+        v = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(sess.infer([v])[0], 4 * v)
+
+
+# ------------------------------------------------------------------ property: random graphs
+
+@st.composite
+def graphs(draw):
+    """Random DAGs over float32 [N] tensors: ArenaAdd (planned), Identity (aliases its input) and
+    RESHAPE (a view), with one or two outputs."""
+    n_ops = draw(st.integers(2, 14))
+    ops = []
+    for k in range(n_ops):
+        avail = k + 1   # value 0 is the input, value j+1 the output of op j
+        kind = draw(st.sampled_from(["add", "add", "add", "identity", "reshape"]))
+        a = draw(st.integers(0, avail - 1))
+        b = draw(st.integers(0, avail - 1))
+        ops.append((kind, a, b))
+    outs = sorted(set(draw(st.lists(st.integers(1, n_ops), min_size=1, max_size=2))))
+    return ops, outs
+
+
+def build(ops, outs) -> bytes:
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    vals = [sg.tensor("x", [N], np.float32)]
+    flat = sg.const("flat", np.array([N], np.int32))
+    for k, (kind, a, b) in enumerate(ops):
+        if kind == "add":
+            vals.append(add(sg, vals[a], vals[b], f"v{k}"))
+        else:
+            t = sg.tensor(f"v{k}", [N], np.float32)
+            if kind == "identity":
+                sg.op("CUSTOM", [vals[a]], [t], custom_code="Identity")
+            else:
+                sg.op("RESHAPE", [vals[a], flat], [t])
+            vals.append(t)
+    sg.inputs, sg.outputs = [vals[0]], [vals[o] for o in outs]
+    return mb.to_bytes("tflite")
+
+
+def evaluate(ops, outs, x):
+    vals = [x]
+    for kind, a, b in ops:
+        vals.append(vals[a] + vals[b] if kind == "add" else vals[a])
+    return [vals[o] for o in outs]
+
+
+@settings(max_examples=60, deadline=None)
+@given(graphs())
+def test_random_graphs_match_numpy(graph):
+    ops, outs = graph
+    sess = onert_py.infer.session(build(ops, outs))
+    assert_plan_safe(executor(sess).arena_plan)
+    for seed in range(2):
+        x = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
+        got = sess.infer([x])
+        for g, w in zip(got, evaluate(ops, outs, x)):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_plan_arena_on_plain_ir():
+    """plan_arena needs only tensors and ops: a diamond a -> (b, c) -> d keeps b alive while c is
+    computed, so b and c never share, while d may reuse a's bytes."""
+    tensors = [SimpleNamespace(index=i, data=None, is_variable=False, is_dynamic=False, shape=(256,),
+                               dtype=np.dtype(np.float32)) for i in range(5)]
+    ops = [SimpleNamespace(opcode="ADD", inputs=(0, 0), outputs=(1,)),
+           SimpleNamespace(opcode="ADD", inputs=(1, 1), outputs=(2,)),
+           SimpleNamespace(opcode="ADD", inputs=(1, 1), outputs=(3,)),
+           SimpleNamespace(opcode="ADD", inputs=(2, 3), outputs=(4,))]
+    sg = SimpleNamespace(tensors=tensors, inputs=(0,), outputs=())
+    plan = plan_arena(sg, ops, fresh={1, 2, 3, 4})
+    assert plan.intervals == {1: (0, 2), 2: (1, 3), 3: (2, 3), 4: (3, 3)}
+    assert_plan_safe(plan)
+    assert plan.offsets[4] == plan.offsets[1]          # b is dead once d runs
+    assert plan.size == 3 * 1024
