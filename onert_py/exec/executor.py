@@ -13,6 +13,7 @@ from onert_py.errors import ExecutionError, OnertPyError
 from onert_py.exec.memory_plan import ArenaPlan, builtin_keeps_inputs, plan_arena
 
 _SMALL_BYTES = 1 << 16
+_PLANS_KEPT = 4
 
 
 def scalar_or_array(x):
@@ -55,6 +56,7 @@ class Executor:
         self.arena = np.empty(0, np.uint8)
         self._calls_may_keep = False
         self._keeps = builtin_keeps_inputs
+        self._plans: dict = {}   # shapes key -> (plan, arena, views), see plan_memory
 
     def reset_variables(self) -> None:
         """Stateful tensors (is_variable: RNN/LSTM state) back to their initial value, zeros by default."""
@@ -79,7 +81,8 @@ class Executor:
         if keeps is not None:
             self._keeps = keeps
         preserve = self.runtime.options.preserve_all_tensors
-        self.plan_memory(None if self.runtime.options.arena and not preserve else {})
+        self._plans.clear()
+        self.plan_memory()
         keep = set(self.subgraph.outputs) | self._folded | set(self.arena_plan.offsets)
         self._temporaries = () if preserve else tuple(
             t.index for t in self.subgraph.tensors
@@ -88,20 +91,29 @@ class Executor:
         self._fast = self._generate()
 
     def plan_memory(self, shapes: dict[int, tuple[int, ...]] | None = None) -> ArenaPlan:
-        """(Re)plan the arena for the given run-time shapes (default: the declared static shapes; {} plans
-        nothing) and point the planned slots at it. Kernels read the slots at run time, so a new plan
-        takes effect on the next run; an output whose shape differs from its slot's gets a new array."""
-        if shapes is not None and not shapes:
-            plan = ArenaPlan()
-        else:
-            plan = plan_arena(self.subgraph, self.operations, self.fresh, shapes=shapes,
-                              excluded=self._folded, calls_may_keep=self._calls_may_keep, keeps=self._keeps)
-        self.arena, views = plan.views({t: self.subgraph.tensors[t].dtype for t in plan.offsets})
+        """(Re)plan the arena for the given run-time shapes (by tensor; default: the declared static
+        shapes) and point the planned slots at it. Kernels read the slots at run time, so a new plan
+        takes effect on the next run; an output whose shape differs from its slot's gets a new array.
+        The last few plans are kept with their arenas: going back to a shape seen before costs a look-up.
+        Nothing is planned with preserve_all_tensors or the arena turned off."""
+        opts = self.runtime.options
+        key = None if shapes is None else tuple(sorted(shapes.items()))
+        if not opts.arena or opts.preserve_all_tensors:
+            key = "off"
+        cached = self._plans.pop(key, None)
+        if cached is None:
+            plan = ArenaPlan() if key == "off" else plan_arena(
+                self.subgraph, self.operations, self.fresh, shapes=shapes, excluded=self._folded,
+                calls_may_keep=self._calls_may_keep, keeps=self._keeps)
+            cached = (plan, *plan.views({t: self.subgraph.tensors[t].dtype for t in plan.offsets}))
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = cached   # most recently used last
+        self.arena_plan, self.arena, views = cached
         planned = self.planned
         for t in range(len(planned)):
             planned[t] = views.get(t)
-        self.arena_plan = plan
-        return plan
+        return self.arena_plan
 
     def _lifetimes(self, releasable: set[int]) -> dict[int, tuple[int, ...]]:
         """step -> slots whose last reader (or, if never read, whose producer) is that step."""
@@ -335,3 +347,15 @@ class ExecutorMap:
 
     def __iter__(self):
         return iter(self._executors)
+
+    def plan_memory(self, result) -> None:
+        """Re-plan the arenas of the subgraphs in a shape-inference result (compiler.shape_inference
+        ShapeResult) for its static shapes: called when inputs are resized."""
+        for k, sub in result.subgraphs.items():
+            self._executors[k].plan_memory(
+                {t: tuple(s) for t, s in enumerate(sub.shapes) if s is not None and all(d >= 0 for d in s)})
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the arenas currently planned, all subgraphs."""
+        return sum(ex.arena_plan.size for ex in self._executors)
