@@ -106,6 +106,15 @@ class _Progress:
             sys.stderr.flush()
 
 
+def memory_plan_summary(sess) -> str:
+    """One line on the executors' arenas (onert_py/exec/memory_plan.py)."""
+    plans = [ex.arena_plan for ex in sess.executors]
+    n = sum(len(p.offsets) for p in plans)
+    mb = 1 << 20
+    return (f"memory plan: {n} tensor(s) in arenas of {sum(p.size for p in plans) / mb:.1f} MB "
+            f"({sum(p.unshared for p in plans) / mb:.1f} MB unshared)")
+
+
 def _op_names(sess) -> dict[tuple[int, int], str]:
     return {(ex.index, op.index): op.kernel_name for ex in sess.executors for op in ex.operations}
 
@@ -234,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"inference{note}: count={len(times)} min={s['min']:.3f} max={s['max']:.3f} avg={s['avg']:.3f} "
           f"std={s['std']:.3f} p5={s['p5']:.3f} median={s['median']:.3f} p95={s['p95']:.3f} (ms)")
     print(f"peak RSS: {peak_rss_mb():.1f} MB")
+    print(memory_plan_summary(sess))
     if args.profile:
         print()
         print(profile_tables(sess, len(times)))

@@ -65,6 +65,7 @@ def test_bench_prints_times_stats_and_rss(model, capsys):
     lo, hi, avg, _std, p5, med, p95 = map(float, m.groups()[1:])
     assert lo <= p5 <= med <= p95 <= hi and lo <= avg <= hi
     assert re.search(r"^peak RSS: [\d.]+ MB$", out, re.M)
+    assert re.search(r"^memory plan: \d+ tensor\(s\) in arenas of [\d.]+ MB \([\d.]+ MB unshared\)$", out, re.M)
     assert "by op type" not in out
 
 
