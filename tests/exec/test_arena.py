@@ -322,3 +322,25 @@ def test_plan_arena_on_plain_ir():
     assert_plan_safe(plan)
     assert plan.offsets[4] == plan.offsets[1]          # b is dead once d runs
     assert plan.size == 3 * 1024
+
+
+def _run_peak_bytes(sess, x) -> int:
+    import tracemalloc
+    sess.infer([x])   # warm: plans and lazy state settled
+    tracemalloc.start()
+    try:
+        sess.infer([x])
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_static_run_allocates_only_its_output(monkeypatch):
+    """With the arena, a run of planned kernels allocates the returned output and nothing else; without
+    it, every intermediate is a new array (at least two live at a time in a chain)."""
+    model, _ = chain_model(8)
+    x = np.zeros(N, np.float32)
+    out_bytes = N * 4
+    assert _run_peak_bytes(onert_py.infer.session(model), x) < 1.25 * out_bytes
+    monkeypatch.setenv("ONERT_PY_ARENA", "0")
+    assert _run_peak_bytes(onert_py.infer.session(model), x) >= 2 * out_bytes
