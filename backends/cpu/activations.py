@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from onert_py.backends.cpu._common import Scratch
+from onert_py.backends.cpu._conv_plan import chunk
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 try:  # the clip ufunc itself: np.clip adds microseconds of Python dispatch per call
@@ -70,16 +72,97 @@ def leaky_relu(ctx: KernelContext) -> Run:
     return _unary(ctx, lambda x: np.where(x > 0, x, x * alpha))
 
 
+# Per-channel constants are tiled to rows of about this many floats: numpy's inner loops then run over
+# long contiguous rows (a broadcast over a C-float last axis costs a loop call per pixel).
+_ROW = 8192
+
+
+def _prelu_plan(x_shape: tuple[int, ...], alpha: np.ndarray):
+    """(rows shape, formula, tiled constants) for a constant alpha that varies at most along x's last
+    axis and holds no 0 or NaN; None when the generic formula must be used.
+
+    With a != 0 and not NaN, `x >= 0 ? x : a*x` equals max(x, a*x) where a <= 1 and min(x, a*x) where
+    a >= 1, bit for bit (the product is LiteRT's, -0 stays -0, +-inf and NaN come out the same; a == 0
+    would turn +inf into max(inf, NaN)). Mixed channels use s*max(s*x, (s*a)*x) with s = +-1: a sign
+    flip is exact, so (s*a)*x == s*(a*x) and the max picks what min would for s = -1. numpy's max and
+    min return their second argument on ties, so x goes second: a negative a makes a*x == x at x = +-0
+    with the other sign of zero, and the result must be x (pinned by the tests)."""
+    if not x_shape or alpha.ndim > len(x_shape) or any(d != 1 for d in alpha.shape[:-1]):
+        return None
+    c = x_shape[-1]
+    a = alpha.reshape(-1)
+    if a.size not in (1, c) or np.isnan(a).any() or (a == 0).any():
+        return None
+    m = int(np.prod(x_shape[:-1], dtype=np.int64))
+    if m * c == 0:
+        return None
+    t = chunk(m, c, _ROW)
+    rows = (m // t, t * c)
+    a_row = np.tile(np.broadcast_to(a, (c,)).astype(np.float32), t)
+    if (a_row <= 1).all():
+        return rows, "max", (a_row,)
+    if (a_row >= 1).all():
+        return rows, "min", (a_row,)
+    s = np.where(a_row <= 1, np.float32(1), np.float32(-1)).astype(np.float32)
+    return rows, "mixed", (s, s * a_row)
+
+
 @CPU.register("PRELU", dtypes=("float32",))
 def prelu(ctx: KernelContext) -> Run:
+    """y = x >= 0 ? x : alpha * x, alpha broadcasting against x (LiteRT's reference formula)."""
     ctx.expect_inputs(2)
     (a, s), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
+    alpha = ctx.const(1)
+    x_t = ctx.input_tensor(0)
 
     def run() -> None:
-        x, alpha = v[a], v[s]
-        v[o] = np.where(x >= 0, x, x * alpha)   # alpha broadcasts against x
-    return run
+        x, al = v[a], v[s]
+        v[o] = np.where(x >= 0, x, x * al)   # alpha broadcasts against x
+    if alpha is None or x_t.is_dynamic or np.asarray(alpha).dtype != np.float32:
+        return run
+    x_shape = tuple(x_t.shape)
+    plan = _prelu_plan(x_shape, np.asarray(alpha))
+    if plan is None:
+        return run
+    rows, kind, consts = plan
+    alloc = ctx.output_buffer(0)       # every path below writes a fresh array
+    scratch = Scratch.of(ctx, np.float32)
+    n = rows[0] * rows[1]
+    mul, maximum, minimum = np.multiply, np.maximum, np.minimum
+
+    if kind == "mixed":
+        sign, s_alpha = consts
+
+        def run_mixed() -> None:
+            x = v[a]
+            if x.shape != x_shape:
+                return run()
+            xr = x.reshape(rows)
+            y = alloc(x_shape)
+            yr = y.reshape(rows)
+            t = scratch.get(n).reshape(rows)
+            mul(xr, s_alpha, out=yr)
+            mul(xr, sign, out=t)
+            maximum(yr, t, out=yr)
+            mul(yr, sign, out=yr)
+            v[o] = y
+        return run_mixed
+
+    (a_row,) = consts
+    pick = maximum if kind == "max" else minimum
+
+    def run_tiled() -> None:
+        x = v[a]
+        if x.shape != x_shape:
+            return run()
+        xr = x.reshape(rows)
+        y = alloc(x_shape)
+        yr = y.reshape(rows)
+        mul(xr, a_row, out=yr)
+        pick(yr, xr, out=yr)
+        v[o] = y
+    return run_tiled
 
 
 @CPU.register("ELU", dtypes=_FLOATS)

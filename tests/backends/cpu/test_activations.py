@@ -103,6 +103,26 @@ def test_prelu(xs, ss):
     check(mb, [x])
 
 
+@pytest.mark.parametrize("lo,hi", [(0.05, 1.0), (1.0, 3.0), (-2.0, 2.5), (-3.0, -0.1)], ids=str)
+@pytest.mark.parametrize("xs", [(1, 5, 7, 3), (2, 4, 16), (3, 1), (1, 64, 64, 4)], ids=str)
+def test_prelu_constant_channel_alpha(xs, lo, hi):
+    # A constant per-channel alpha without 0 or NaN takes the tiled max / min / sign-flipped max forms;
+    # bit for bit like LiteRT's reference, signed zeros and +-inf/NaN included.
+    from helpers import FORMATS, run_litert_builtin, run_onert
+    c = xs[-1]
+    x = _fill(xs, np.float32, seed=3)
+    alpha = rng(4).uniform(lo, hi, c).astype(np.float32)
+    alpha[0] = hi if c > 1 else alpha[0]
+    for ss in ([c], [1] * (len(xs) - 1) + [c]):
+        mb = single_op_model("PRELU", [("x", list(xs), np.float32), ("const", alpha.reshape(ss))],
+                             [("y", list(xs), np.float32)])
+        want = run_litert_builtin(mb, [x])[0]
+        for fmt in FORMATS:
+            got = run_onert(mb, [x], fmt)[0]
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg="sign of zero")
+
+
 SOFTMAX_SHAPES = [(1,), (7,), (3, 5), (2, 3, 4), (2, 1, 3, 5), (1, 2, 1, 3, 4)]
 
 
