@@ -15,25 +15,24 @@ import resource
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-import onert_py
-from onert_py.tools.cmd_common import CliError, _position, format_table, make_inputs, read_model
-from onert_py.tools.cmd_run import add_input_options
+from onert_py.tools.cmd_common import (CliError, add_input_options, add_model_options, check_writable,
+                                       format_table, open_session, prepare_inputs,
+                                       run_inference)
 
 _TOP_OPS = 10
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="time a model (latency statistics, peak RSS, per-op profile)")
-    p.add_argument("model", help=".tflite / .circle file or nnpackage directory")
+    p = sub.add_parser("bench", help="time a model (latency statistics, peak RSS, per-op profile)",
+                       description="Time a model like LiteRT's benchmark_model / onert's onert_run: init "
+                                   "(load + compile), first inference, warmup, then latency statistics "
+                                   "of the timed runs in ms, peak RSS and the memory plan.")
+    add_model_options(p, "time")
     add_input_options(p)
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME_OR_INDEX=D0,D1,...",
-                   help="fix the shape of a dynamic input (repeatable), e.g. input=1,224,224,3")
-    p.add_argument("--signature", metavar="KEY", help="time this signature's subgraph")
     p.add_argument("--num-runs", type=int, default=50, metavar="N",
                    help="timed runs (at least; see --min-secs) (default 50)")
     p.add_argument("--warmup-runs", type=int, default=1, metavar="N",
@@ -44,23 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="print per-op time tables (timed runs then include the profiler's overhead)")
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace (traceEvents) of the timed runs")
     p.set_defaults(func=run)
-
-
-def parse_shapes(specs: Sequence[str], names: Sequence[str]) -> dict[int, list[int]]:
-    """`NAME_OR_INDEX=1,224,224,3` -> {input position: dims}."""
-    shapes: dict[int, list[int]] = {}
-    for spec in specs:
-        key, eq, dims = spec.partition("=")
-        if not eq or not key or not dims:
-            raise CliError(f"--input-shape {spec!r}: expected NAME_OR_INDEX=D0,D1,... (e.g. x=1,224,224,3)")
-        try:
-            shape = [int(d) for d in dims.split(",")] if dims.strip() not in ("", "[]") else []
-        except ValueError:
-            raise CliError(f"--input-shape {spec!r}: dims must be comma-separated integers") from None
-        if any(d < 0 for d in shape):
-            raise CliError(f"--input-shape {spec!r}: dims must be >= 0")
-        shapes[_position(key, names, {})] = shape
-    return shapes
 
 
 def latency_stats(times_s: Sequence[float]) -> dict[str, float]:
@@ -182,33 +164,23 @@ def _check_args(args: argparse.Namespace) -> None:
         raise CliError("--warmup-runs must be >= 0")
     if not math.isfinite(args.min_secs) or args.min_secs < 0:
         raise CliError("--min-secs must be >= 0")
-    if args.max_while_iterations is not None and args.max_while_iterations < 0:
-        raise CliError("--max-while-iterations must be >= 0")
-    if args.trace and not Path(args.trace).resolve().parent.is_dir():  # fail before a long run
-        raise CliError(f"cannot write {args.trace}: directory {Path(args.trace).parent} does not exist")
+    check_writable(args.trace, "--trace")  # before a long run, not after
 
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
     t_init = time.perf_counter()
-    model = read_model(args.model)
-    sess = onert_py.infer.session(model, max_while_iterations=args.max_while_iterations,
-                                  signature=args.signature)
+    sess = open_session(args)
     init_s = time.perf_counter() - t_init
-    infos = sess.get_inputs_tensorinfo()
-    shapes = parse_shapes(args.input_shape, [i.name for i in infos])
-    if shapes:
-        for k, dims in shapes.items():
-            infos[k].dims = dims
-        sess.update_inputs_tensorinfo(infos)
-    in_names, inputs = make_inputs(sess, args.input, args.seed)
+    inputs = prepare_inputs(sess, args)
 
     print(f"model: {args.model}")
-    for k, (name, arr) in enumerate(zip(in_names, inputs)):
-        print(f"input {k} {name!r}: shape {list(np.shape(arr))} dtype {np.asarray(arr).dtype}")
+    for k in range(len(inputs.names)):
+        print(inputs.line(k))
     print(f"init: {init_s * 1e3:.3f} ms")
     t = time.perf_counter()
-    sess.infer(inputs)
+    run_inference(sess, inputs)  # the only run that can fail on random values: it gives the hint
+    inputs = inputs.arrays
     print(f"first inference: {(time.perf_counter() - t) * 1e3:.3f} ms")
     if args.warmup_runs:
         t = time.perf_counter()

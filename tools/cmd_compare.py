@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import warnings
 from collections import Counter
@@ -14,18 +15,23 @@ import numpy as np
 
 from onert_py.ir import Model
 from onert_py.schema.writer import serialize
-from onert_py.tools.cmd_common import CliError, format_table, make_inputs
-from onert_py.tools.cmd_run import add_input_options, open_session
+from onert_py.tools.cmd_common import (CliError, Inputs, add_input_options, add_model_options, format_table,
+                                       open_session, prepare_inputs, run_inference, save_arrays)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="compare onert-py's outputs with LiteRT's or stored ones")
-    p.add_argument("model", help=".tflite / .circle file or nnpackage directory")
+    p = sub.add_parser("compare", help="compare onert-py's outputs with LiteRT's or stored ones",
+                       description="Run a model on onert-py and on a reference with the same inputs and "
+                                   "print a per-output error table. An output passes when every element "
+                                   "has |got - want| <= atol + rtol * |want| (ints, bools and strings: "
+                                   "equal). Exit code 0 all pass, 1 a mismatch, 2 an error.")
+    add_model_options(p, "compare")
     p.add_argument("--reference", default="litert", metavar="litert|EXPECTED.npz",
-                   help="'litert' (default) runs ai-edge-litert; otherwise an .npz keyed by output name")
-    p.add_argument("--rtol", type=float, default=1e-5)
-    p.add_argument("--atol", type=float, default=1e-6)
-    add_input_options(p)
+                   help="'litert' (default) runs ai-edge-litert; otherwise an .npz keyed by output name "
+                        "(as `run --output` writes)")
+    p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5)")
+    p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance (default 1e-6)")
+    add_input_options(p, save=True)
     p.add_argument("--dump-dir", metavar="DIR", help="save every intermediate tensor as .npy here")
     p.set_defaults(func=compare_cmd)
 
@@ -36,25 +42,34 @@ def compare_arrays(got: np.ndarray, want: np.ndarray, rtol: float, atol: float
                    ) -> tuple[float | None, float | None, bool, str]:
     """(max abs err, max rel err, ok, note). Floats use |got-want| <= atol + rtol*|want| with NaN
     equal to NaN; integers, bools and strings must match exactly."""
+    max_abs, max_rel, ok, note, _ = compare_detail(got, want, rtol, atol)
+    return max_abs, max_rel, ok, note
+
+
+def compare_detail(got: np.ndarray, want: np.ndarray, rtol: float, atol: float
+                   ) -> tuple[float | None, float | None, bool, str, int | None]:
+    """compare_arrays plus the number of elements out of tolerance (None when shapes differ)."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
-        return None, None, False, f"shape {list(got.shape)} vs reference {list(want.shape)}"
+        return None, None, False, f"shape {list(got.shape)} vs reference {list(want.shape)}", None
     if got.dtype.kind in "OSU" or want.dtype.kind in "OSU":
         def as_bytes(x):
             return [s.encode() if isinstance(s, str) else bytes(s) for s in x.reshape(-1)]
-        return None, None, as_bytes(got) == as_bytes(want), ""
+        bad = sum(a != b for a, b in zip(as_bytes(got), as_bytes(want)))
+        return None, None, bad == 0, "", bad
     note = "" if got.dtype == want.dtype else f"dtype {got.dtype} vs reference {want.dtype}"
     wide = np.complex128 if "c" in (got.dtype.kind, want.dtype.kind) else np.float64
     g, w = got.astype(wide), want.astype(wide)
     same = (g == w) | (np.isnan(g) & np.isnan(w))  # also makes inf == inf an error of 0, not NaN
     diff = np.where(same, 0.0, np.abs(g - w))
     if diff.size == 0:
-        return 0.0, 0.0, not note, note
+        return 0.0, 0.0, not note, note, 0
     scale = np.abs(w)
     rel = np.divide(diff, scale, out=np.zeros_like(diff), where=scale > 0)
     exact = got.dtype.kind in "biu" and want.dtype.kind in "biu"
-    within = same.all() if exact else bool(np.all(diff <= atol + rtol * scale))  # NaN diff -> False
-    return float(np.max(diff)), float(np.max(rel)), bool(within) and not note, note
+    good = same if exact else diff <= atol + rtol * scale  # NaN diff -> not good
+    bad = int(good.size - np.count_nonzero(good))
+    return float(np.max(diff)), float(np.max(rel)), bad == 0 and not note, note, bad
 
 
 def _fmt(x: float | None) -> str:
@@ -83,7 +98,10 @@ def tflite_bytes(model: Model, path: str) -> bytes:
         raise CliError(f"cannot re-encode {path} as TFLite for LiteRT: {e}") from None
 
 
-def run_litert(data: bytes, inputs: Sequence[np.ndarray], preserve: bool) -> tuple[list[np.ndarray], Any]:
+def run_litert(data: bytes, inputs: Sequence[np.ndarray], preserve: bool,
+               signature: tuple[str, list[str], list[str]] | None = None) -> tuple[list[np.ndarray], Any]:
+    """LiteRT's outputs for `inputs`; with `signature` = (key, input names, output names), through
+    that signature's runner (the names in the subgraph's input/output order)."""
     Interpreter = load_litert()
     from ai_edge_litert.interpreter import OpResolverType
     try:
@@ -92,6 +110,16 @@ def run_litert(data: bytes, inputs: Sequence[np.ndarray], preserve: bool) -> tup
             # No default delegate: XNNPACK would hide the intermediates of the ops it takes over.
             it = Interpreter(model_content=data, experimental_preserve_all_tensors=preserve,
                              experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        if signature is not None:
+            key, in_names, out_names = signature
+            runner = it.get_signature_runner(key)
+            feed = {}
+            for name, x in zip(in_names, inputs):
+                x = np.asarray(x)
+                dtype = runner.get_input_details()[name]["dtype"]
+                feed[name] = x if x.dtype == object else x.astype(dtype, copy=False)
+            result = runner(**feed)
+            return [np.array(result[name]) for name in out_names], it
         details = it.get_input_details()
         if len(details) != len(inputs):
             raise CliError(f"LiteRT sees {len(details)} inputs, onert-py {len(inputs)}")
@@ -104,7 +132,7 @@ def run_litert(data: bytes, inputs: Sequence[np.ndarray], preserve: bool) -> tup
             it.set_tensor(d["index"], x if x.dtype == object else x.astype(d["dtype"], copy=False))
         it.invoke()
         return [np.array(it.get_tensor(d["index"])) for d in it.get_output_details()], it
-    except (RuntimeError, ValueError) as e:
+    except (RuntimeError, ValueError, KeyError) as e:
         raise CliError(f"LiteRT failed on this model: {str(e).strip().splitlines()[0] if str(e).strip() else e}"
                        ) from None
 
@@ -222,9 +250,41 @@ def dump_litert(directory: Path, recorder: OpRecorder, model: Model, it: Any, rt
 
 # ---- the command
 
+def _check_args(args: argparse.Namespace) -> None:
+    for opt in ("rtol", "atol"):
+        value = getattr(args, opt)
+        if not math.isfinite(value) or value < 0:
+            raise CliError(f"--{opt} must be a finite number >= 0, not {value:g}")
+    if args.dump_dir and Path(args.dump_dir).exists() and not Path(args.dump_dir).is_dir():
+        raise CliError(f"--dump-dir {args.dump_dir} exists and is not a directory")
+
+
+def litert_signature(model: Model, key: str, subgraph: int) -> tuple[str, list[str], list[str]]:
+    """(key, input names, output names) in the subgraph's input/output order, for LiteRT's runner."""
+    sig = next(s for s in model.signatures if s.key == key)
+    sg = model.subgraphs[subgraph]
+
+    def names(mapping: dict[str, int], tensors: Sequence[int], what: str) -> list[str]:
+        by_tensor = {t: n for n, t in mapping.items()}
+        missing = [sg.tensors[t].name for t in tensors if t not in by_tensor]
+        if missing:
+            raise CliError(f"signature {key!r} does not name subgraph {subgraph}'s {what} {missing}; "
+                           "LiteRT's signature runner cannot feed or read them")
+        return [by_tensor[t] for t in tensors]
+    return key, names(sig.inputs, sg.inputs, "inputs"), names(sig.outputs, sg.outputs, "outputs")
+
+
+def _describe_inputs(inputs: Inputs) -> None:
+    for k in range(len(inputs.names)):
+        print(inputs.line(k))
+
+
 def compare_cmd(args: argparse.Namespace) -> int:
-    sess = open_session(args.model, args)
-    _, inputs = make_inputs(sess, args.input, args.seed)
+    _check_args(args)
+    sess = open_session(args)
+    inputs = prepare_inputs(sess, args)
+    if args.save_inputs:
+        save_arrays(args.save_inputs, inputs.names, inputs.arrays, prefix="input")
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
     if dump_dir is not None:
         try:
@@ -232,13 +292,15 @@ def compare_cmd(args: argparse.Namespace) -> int:
         except OSError as e:
             raise CliError(f"cannot create --dump-dir {dump_dir}: {e}") from None
     recorder = OpRecorder(sess.executors) if dump_dir is not None else None
-    got = sess.infer(inputs)
+    got = run_inference(sess, inputs)
     names = [i.name for i in sess.get_outputs_tensorinfo()]
 
     interpreter = None
     if args.reference == "litert":
         data = tflite_bytes(sess.model, args.model)
-        want, interpreter = run_litert(data, inputs, preserve=dump_dir is not None)
+        signature = (litert_signature(sess.model, args.signature, sess.subgraph_index)
+                     if args.signature else None)
+        want, interpreter = run_litert(data, inputs.arrays, preserve=dump_dir is not None, signature=signature)
         ref_label = "LiteRT"
     else:
         want = load_expected(args.reference, names)
@@ -248,20 +310,28 @@ def compare_cmd(args: argparse.Namespace) -> int:
 
     rows, all_ok = [], True
     for k, (name, g, w) in enumerate(zip(names, got, want)):
-        max_abs, max_rel, ok, note = compare_arrays(g, w, args.rtol, args.atol)
+        max_abs, max_rel, ok, note, bad = compare_detail(g, w, args.rtol, args.atol)
         all_ok &= ok
         dtype = "string" if g.dtype == object else str(g.dtype)
         rows.append((str(k), name, str(list(g.shape)), dtype, _fmt(max_abs), _fmt(max_rel),
+                     "-" if bad is None else f"{bad}/{np.size(g)}",
                      ("PASS" if ok else "FAIL") + (f" ({note})" if note else "")))
-    print(f"onert-py vs {ref_label} (rtol {args.rtol:g}, atol {args.atol:g}, seed {args.seed})")
-    print(format_table(("#", "output", "shape", "dtype", "max abs err", "max rel err", "result"), rows))
+    print(f"onert-py vs {ref_label} (rtol {args.rtol:g}, atol {args.atol:g})")
+    _describe_inputs(inputs)
+    print(format_table(("#", "output", "shape", "dtype", "max abs err", "max rel err", "mismatched", "result"),
+                       rows))
 
     if recorder is not None:
         n = recorder.save(dump_dir, sess.model)
         print(f"dumped {n} onert-py tensor(s) to {dump_dir}")
-        if interpreter is not None:
+        if interpreter is not None and sess.subgraph_index == 0:
             m, first = dump_litert(dump_dir, recorder, sess.model, interpreter, args.rtol, args.atol)
             print(f"dumped {m} LiteRT subgraph-0 tensor(s) to {dump_dir / 'litert'}")
             print("first differing op: " + (first or "none in subgraph 0"))
+        elif interpreter is not None:
+            print("LiteRT tensors are dumped for subgraph 0 only; this signature runs subgraph "
+                  f"{sess.subgraph_index}")
+    if args.save_inputs:
+        print(f"saved {len(inputs.arrays)} input(s) to {args.save_inputs}")
     print("PASS" if all_ok else "FAIL")
     return 0 if all_ok else 1

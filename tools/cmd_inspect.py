@@ -6,16 +6,71 @@ import json
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from onert_py.compiler.compile import unsupported_ops
-from onert_py.ir import Model, Operation
-from onert_py.tools.cmd_common import dtype_of, read_model, shape_of
+from onert_py.ir import Model, Operation, Subgraph, Tensor
+from onert_py.tools.cmd_common import (CliError, add_custom_ops_option, custom_ops_hint, dtype_of,
+                                       format_table, load_custom_ops, read_model, shape_of)
+
+# Option enums worth a name in the operator table (the schema's ActivationFunctionType and Padding).
+_ENUMS = {"fused_activation_function": {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH",
+                                        5: "SIGN_BIT"},
+          "padding": {0: "SAME", 1: "VALID"}}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="show subgraphs, ops, signatures, control flow and support")
+    p = sub.add_parser("inspect", help="show subgraphs, ops, signatures, control flow and support",
+                       description="Show what a model holds without compiling it (so models with "
+                                   "unsupported ops are fine): subgraphs with their inputs, outputs and "
+                                   "op counts, signatures with the tensors they name, the control-flow "
+                                   "call graph, weights, and ops without a kernel. --subgraph N adds "
+                                   "the tensor and operator tables of subgraph N.")
     p.add_argument("model", help=".tflite / .circle file or nnpackage directory")
+    p.add_argument("--subgraph", type=int, metavar="N", action="append", default=[],
+                   help="also list every tensor (shape, dtype, kind, bytes, quantization) and operator "
+                        "(inputs, outputs, options) of subgraph N (repeatable)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_custom_ops_option(p)
     p.set_defaults(func=inspect_cmd)
+
+
+def _kind(sg: Subgraph, t: Tensor) -> str:
+    kinds = [k for k, on in (("input", t.index in sg.inputs), ("output", t.index in sg.outputs),
+                             ("const", t.is_constant), ("variable", t.is_variable)) if on]
+    return ",".join(kinds)
+
+
+def _quant(t: Tensor) -> str | None:
+    q = t.quantization
+    if q is None or q.scale is None or np.size(q.scale) == 0:
+        return None
+    scale, zp = np.asarray(q.scale).reshape(-1), np.asarray(q.zero_point).reshape(-1)
+    if scale.size == 1:
+        return f"scale {float(scale[0]):.6g} zp {int(zp[0]) if zp.size else 0}"
+    return f"per-channel x{scale.size} on axis {q.quantized_dimension}"
+
+
+def _option_value(key: str, value: Any) -> Any:
+    if key in _ENUMS and isinstance(value, int):
+        return _ENUMS[key].get(value, value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return value
+
+
+def tensor_details(sg: Subgraph) -> list[dict[str, Any]]:
+    return [{"index": t.index, "name": t.name, "shape": shape_of(t), "dtype": dtype_of(t),
+             "kind": _kind(sg, t), "bytes": int(t.data.nbytes) if t.is_constant else None,
+             "quantization": _quant(t), "sparse": t.sparsity is not None} for t in sg.tensors]
+
+
+def operator_details(sg: Subgraph) -> list[dict[str, Any]]:
+    return [{"index": op.index, "opcode": op.kernel_name, "version": op.version,
+             "inputs": list(op.inputs), "outputs": list(op.outputs),
+             "options": {k: _option_value(k, v) for k, v in op.options.items()}} for op in sg.operations]
 
 
 def labelled_calls(op: Operation) -> list[tuple[str, int]]:
@@ -51,12 +106,19 @@ def describe(model: Model) -> dict[str, Any]:
             if targets:
                 calls.append({"subgraph": sg.index, "op": op.index, "opcode": op.kernel_name,
                               "calls": [{"role": r, "subgraph": s} for r, s in targets]})
+    def sig_tensors(s, mapping):
+        sg = model.subgraphs[s.subgraph_index]
+        return [{"name": n, "tensor": t, "tensor_name": sg.tensors[t].name, "shape": shape_of(sg.tensors[t]),
+                 "dtype": dtype_of(sg.tensors[t])} for n, t in mapping.items() if 0 <= t < len(sg.tensors)]
     signatures = [{"key": s.key, "subgraph": s.subgraph_index, "inputs": dict(s.inputs),
-                   "outputs": dict(s.outputs)} for s in model.signatures]
+                   "outputs": dict(s.outputs), "input_details": sig_tensors(s, s.inputs),
+                   "output_details": sig_tensors(s, s.outputs)} for s in model.signatures]
+    consts = [t for sg in model.subgraphs for t in sg.tensors if t.is_constant]
     unsupported = [{"subgraph": s, "op": i, "opcode": name} for s, i, name in unsupported_ops(model)]
     return {"format": model.format, "version": model.version, "description": model.description,
             "metadata": sorted(model.metadata), "subgraphs": subgraphs, "signatures": signatures,
-            "call_graph": calls, "unsupported_ops": unsupported}
+            "call_graph": calls, "unsupported_ops": unsupported,
+            "constants": {"tensors": len(consts), "bytes": int(sum(t.data.nbytes for t in consts))}}
 
 
 def _io_line(items: list[dict]) -> str:
@@ -68,6 +130,8 @@ def render(info: dict[str, Any], path: str) -> str:
              f"description: {info['description'] or '-'}"]
     if info["metadata"]:
         lines.append(f"metadata: {', '.join(info['metadata'])}")
+    c = info["constants"]
+    lines.append(f"constants: {c['tensors']} tensor(s), {_size(c['bytes'])}")
     lines.append(f"subgraphs: {len(info['subgraphs'])}")
     for sg in info["subgraphs"]:
         lines.append(f"  [{sg['index']}] {sg['name'] or '-'}: {sg['tensors']} tensors, {sg['ops']} ops")
@@ -77,8 +141,11 @@ def render(info: dict[str, Any], path: str) -> str:
         lines.append(f"      ops:     {counts}")
     lines.append(f"signatures: {len(info['signatures'])}")
     for s in info["signatures"]:
-        lines.append(f"  {s['key']!r} -> subgraph {s['subgraph']}; inputs: {', '.join(s['inputs']) or '-'}; "
-                     f"outputs: {', '.join(s['outputs']) or '-'}")
+        lines.append(f"  {s['key']!r} -> subgraph {s['subgraph']}")
+        for what in ("inputs", "outputs"):
+            items = ", ".join(f"{d['name']} = {d['tensor_name'] or '#' + str(d['tensor'])} {d['shape']} "
+                              f"{d['dtype']}" for d in s[what[:-1] + "_details"]) or "-"
+            lines.append(f"      {what}:{' ' * (8 - len(what))}{items}")
     lines.append("call graph:" + ("" if info["call_graph"] else " none"))
     for c in info["call_graph"]:
         targets = ", ".join(f"{t['role']} {t['subgraph']}" for t in c["calls"])
@@ -86,10 +153,54 @@ def render(info: dict[str, Any], path: str) -> str:
     lines.append("ops without a kernel:" + ("" if info["unsupported_ops"] else " none"))
     for u in info["unsupported_ops"]:
         lines.append(f"  subgraph {u['subgraph']} op {u['op']} {u['opcode']}")
+    if info.get("hint"):
+        lines.append(f"  ({info['hint']})")
+    for sg in info["subgraphs"]:
+        if "tensor_details" in sg:
+            lines += ["", *render_subgraph(sg)]
     return "\n".join(lines)
 
 
+def _size(n: int) -> str:
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def render_subgraph(sg: dict[str, Any]) -> list[str]:
+    # The name last: TF's fused names run to hundreds of characters and would push every column away.
+    rows = [(str(t["index"]), str(t["shape"]), t["dtype"], t["kind"] or "-",
+             _size(t["bytes"]) if t["bytes"] is not None else "-",
+             " ".join(x for x in (t["quantization"], "sparse" if t["sparse"] else None) if x) or "-",
+             t["name"] or "-")
+            for t in sg["tensor_details"]]
+    lines = [f"subgraph {sg['index']} {sg['name'] or '-'!r}: tensors",
+             format_table(("#", "shape", "dtype", "kind", "size", "quantization", "name"), rows), "",
+             f"subgraph {sg['index']} {sg['name'] or '-'!r}: operators"]
+
+    def refs(ts):
+        return ", ".join("-" if t < 0 else str(t) for t in ts) or "-"
+    rows = [(str(op["index"]), op["opcode"] + (f" v{op['version']}" if op["version"] > 1 else ""),
+             refs(op["inputs"]), refs(op["outputs"]),
+             " ".join(f"{k}={v}" for k, v in op["options"].items()) or "-") for op in sg["operator_details"]]
+    lines.append(format_table(("#", "op", "inputs", "outputs", "options"), rows))
+    return lines
+
+
 def inspect_cmd(args: argparse.Namespace) -> int:
-    info = describe(read_model(args.model))
+    load_custom_ops(args.custom_ops)
+    model = read_model(args.model)
+    for n in args.subgraph:
+        if not 0 <= n < len(model.subgraphs):
+            raise CliError(f"--subgraph {n}: the model has subgraphs 0..{len(model.subgraphs) - 1}")
+    info = describe(model)
+    hint = custom_ops_hint(model).lstrip("; ")
+    if hint:
+        info["hint"] = hint
+    for n in args.subgraph:
+        sg = info["subgraphs"][n]
+        sg["tensor_details"] = tensor_details(model.subgraphs[n])
+        sg["operator_details"] = operator_details(model.subgraphs[n])
     print(json.dumps(info, indent=2) if args.json else render(info, args.model))
     return 0

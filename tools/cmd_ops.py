@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from onert_py.backends.registry import CONTROLFLOW, CPU, CUSTOM, load_builtin_kernels
-from onert_py.tools.cmd_common import format_table
+from onert_py.tools.cmd_common import add_custom_ops_option, format_table, load_custom_ops
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ops", help="list supported ops with their backend and dtypes")
+    p = sub.add_parser("ops", help="list supported ops with their backend and dtypes",
+                       description="List every op with a kernel, its backend and the dtypes it takes. "
+                                   "With NAME, only ops whose name contains NAME (case-insensitive); "
+                                   "exit code 1 when none does.")
+    p.add_argument("name", nargs="?", help="show only ops whose name contains this (e.g. conv)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (for docs/ops.md)")
+    add_custom_ops_option(p)
     p.set_defaults(func=ops_cmd)
 
 
@@ -25,7 +31,13 @@ def support_rows() -> list[tuple[str, str, str]]:
 
 
 def ops_cmd(args: argparse.Namespace) -> int:
+    load_custom_ops(args.custom_ops)
     rows = support_rows()
+    if args.name:
+        rows = [r for r in rows if args.name.lower() in r[0].lower()]
+        if not rows:  # like grep: not an error, but scripts can test for it
+            print(f"no op with a kernel matches {args.name!r}", file=sys.stderr)
+            return 1
     header = ("op", "backend", "dtypes")
     if args.markdown:
         print("| " + " | ".join(header) + " |")

@@ -55,7 +55,7 @@ def _table_rows(out: str, title: str) -> list[list[str]]:
 def test_bench_prints_times_stats_and_rss(model, capsys):
     assert main(["bench", model, "--num-runs", "4", "--warmup-runs", "2"]) == 0
     out = capsys.readouterr().out
-    assert "input 0 'x': shape [1, 2] dtype float32" in out
+    assert "input 0 'x': shape [1, 2] (model: [-1, 2]) dtype float32  random normal, seed 0" in out
     assert re.search(r"^init: [\d.]+ ms$", out, re.M)
     assert re.search(r"^first inference: [\d.]+ ms$", out, re.M)
     assert re.search(r"^warmup: 2 run\(s\), avg [\d.]+ ms$", out, re.M)
