@@ -12,6 +12,11 @@ import numpy as np
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _INT_AND_FLOAT = ("float32", "int32", "int64")
+# float16 reductions run on LiteRT's default XNNPACK delegate only (its builtin kernels reject them),
+# which accumulates in float32 and rounds once: so do we.
+_SUM_TYPES = ("float32", "float16", "int32", "int64")
+# REDUCE_PROD's builtin kernel multiplies non-quantized int8/uint8/int16 as plain (wrapping) integers.
+_PROD_TYPES = ("float32", "int32", "int64", "int8", "uint8", "int16")
 
 
 def _normalise_axes(axes, ndim: int) -> tuple[int, ...]:
@@ -114,22 +119,34 @@ def _reducer(ctx: KernelContext, allowed: tuple[str, ...],
 
 def _ufunc_reduce(ufunc: np.ufunc):
     def make(dt: np.dtype, keep: bool):
+        if dt == np.float16:
+            def reduce16(x, axes):
+                return ufunc.reduce(x, axis=axes, dtype=np.float32, keepdims=keep).astype(dt)
+            return reduce16
+
         def reduce(x, axes):
             return ufunc.reduce(x, axis=axes, dtype=dt, keepdims=keep)
         return reduce
     return make
 
 
-@CPU.register("SUM", dtypes=_INT_AND_FLOAT)
+def _not_quantized(ctx: KernelContext) -> None:
+    t = ctx.input_tensor(0)
+    if t.dtype.kind in "iu" and t.quantization is not None:
+        raise ctx.fail(f"quantized {t.dtype.name} input {t.name!r} is not supported")
+
+
+@CPU.register("SUM", dtypes=_SUM_TYPES)
 def sum_(ctx: KernelContext) -> Run:
     # numpy sums float32 pairwise in float32; TFLite sums sequentially. Both are float32 sums, so they
     # agree to a few ulps of the sum of magnitudes.
-    return _reducer(ctx, _INT_AND_FLOAT, _ufunc_reduce(np.add))
+    return _reducer(ctx, _SUM_TYPES, _ufunc_reduce(np.add))
 
 
-@CPU.register("REDUCE_PROD", dtypes=_INT_AND_FLOAT)
+@CPU.register("REDUCE_PROD", dtypes=_PROD_TYPES)
 def reduce_prod(ctx: KernelContext) -> Run:
-    return _reducer(ctx, _INT_AND_FLOAT, _ufunc_reduce(np.multiply))
+    _not_quantized(ctx)   # quantized products rescale every partial product: a different kernel
+    return _reducer(ctx, _PROD_TYPES, _ufunc_reduce(np.multiply))
 
 
 def _litert_nan_extremum(ufunc: np.ufunc, x: np.ndarray, axes: tuple[int, ...], r):
@@ -160,6 +177,14 @@ def _extremum(ufunc: np.ufunc, float_init: float, int_init: str):
     def make(dt: np.dtype, keep: bool):
         # The identity over an empty axis is -inf / +inf for floats (as TFLite), the type's limit for ints.
         init = dt.type(float_init) if dt.kind == "f" else getattr(np.iinfo(dt), int_init)
+        if dt == np.float16:
+            # XNNPACK (the only LiteRT path for float16) ignores NaN like fmax/fmin: a slice is NaN
+            # only when all of it is.
+            nan_ignoring = np.fmax if ufunc is np.maximum else np.fmin
+
+            def reduce16(x, axes):
+                return nan_ignoring.reduce(x, axis=axes, keepdims=keep, initial=init)
+            return reduce16
 
         def reduce(x, axes):
             return ufunc.reduce(x, axis=axes, keepdims=keep, initial=init)
@@ -177,7 +202,7 @@ def _extremum(ufunc: np.ufunc, float_init: float, int_init: str):
     return make
 
 
-_MINMAX_TYPES = ("float32", "int32", "int64", "int16", "int8", "uint8")
+_MINMAX_TYPES = ("float32", "float16", "int32", "int64", "int16", "int8", "uint8")
 
 
 @CPU.register("REDUCE_MAX", dtypes=_MINMAX_TYPES)
@@ -212,17 +237,21 @@ def reduce_all(ctx: KernelContext) -> Run:
 
 def _mean_make(dt: np.dtype, keep: bool):
     if dt.kind == "f":
+        acc = np.dtype(np.float32) if dt == np.float16 else dt   # float16: float32 sum, one rounding
+
         def mean(x, axes):
             # float32 sum (pairwise) divided by the count in float32; an empty axis gives NaN as in
             # TFLite (0/0), without numpy's warning.
-            s = np.add.reduce(x, axis=axes, dtype=dt, keepdims=keep)
+            s = np.add.reduce(x, axis=axes, dtype=acc, keepdims=keep)
             n = 1
             for a in axes:
                 n *= x.shape[a]
             with np.errstate(invalid="ignore", divide="ignore"):
                 if type(s) is np.ndarray:
-                    return np.divide(s, dt.type(n), out=s)
-                return np.divide(s, dt.type(n))
+                    m = np.divide(s, acc.type(n), out=s)
+                else:
+                    m = np.divide(s, acc.type(n))
+            return m if acc == dt else m.astype(dt)
         return mean
 
     def int_mean(x, axes):
@@ -238,9 +267,9 @@ def _mean_make(dt: np.dtype, keep: bool):
     return int_mean
 
 
-@CPU.register("MEAN", dtypes=_INT_AND_FLOAT)
+@CPU.register("MEAN", dtypes=_SUM_TYPES)
 def mean(ctx: KernelContext) -> Run:
-    return _reducer(ctx, _INT_AND_FLOAT, _mean_make)
+    return _reducer(ctx, _SUM_TYPES, _mean_make)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_matches_litert, rng, run_onert, single_op_model
+from helpers import assert_matches_litert, check_builtin, rng, run_onert, single_op_model
+from onert_py.ir import Quantization
 
 AXES = [[1], [-1], [0, 2], [2, 0, -1], [0, 1, 2], [1, 1], []]
 REDUCERS = ["SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"]
@@ -111,8 +112,58 @@ def test_reduce_bad_axis_is_prepare_error():
 
 
 def test_reduce_bad_dtype_is_prepare_error():
+    # LiteRT's int8 SUM is the quantized kernel only (without parameters its output is meaningless)
     with pytest.raises(onert_py.PrepareError, match="not supported"):
         run_onert(_model("SUM", [2, 3], np.int8, [1], False), [np.zeros((2, 3), np.int8)])
+    with pytest.raises(onert_py.PrepareError, match="not supported"):
+        run_onert(_model("REDUCE_PROD", [2, 3], np.float16, [1], False), [np.zeros((2, 3), np.float16)])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16])
+@pytest.mark.parametrize("axes", [[1], [0, 2], [0, 1, 2]], ids=str)
+def test_reduce_prod_small_ints_wrap(dtype, axes):
+    # LiteRT's builtin kernel multiplies non-quantized small integers in their own type (wrapping)
+    x = rng(4).integers(-7 if dtype != np.uint8 else 0, 8, [3, 4, 5]).astype(dtype)
+    x[x == 0] = 3
+    expected = check_builtin(_model("REDUCE_PROD", [3, 4, 5], dtype, axes, False), [x])[0]
+    # the int64 product agrees with the wrapped one modulo 2^8 / 2^16 even when it overflows itself
+    np.testing.assert_array_equal(expected, np.prod(x.astype(np.int64), axis=tuple(axes)).astype(dtype))
+    if len(axes) == 3:
+        assert abs(int(np.prod(x.astype(object)))) > np.iinfo(dtype).max   # the case does wrap
+
+
+def test_reduce_prod_quantized_is_prepare_error():
+    mb = single_op_model("REDUCE_PROD", [("x", [2, 3], np.int8), ("const", np.array([1], np.int32))],
+                         [("o", [2], np.int8)], keep_dims=False)
+    mb.subgraphs[0].tensors[0].quantization = Quantization(np.array([0.5], np.float32), np.array([0]))
+    with pytest.raises(onert_py.PrepareError, match="quantized int8"):
+        run_onert(mb, [np.zeros((2, 3), np.int8)])
+
+
+@pytest.mark.parametrize("op", ["SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"])
+@pytest.mark.parametrize("axes", [[1], [0, 2], [0, 1, 2]], ids=str)   # XNNPACK rejects no axes
+@pytest.mark.parametrize("keep", [False, True])
+def test_reduce_float16(op, axes, keep):
+    # float16 reductions run only on LiteRT's XNNPACK delegate (the default interpreter): float32
+    # accumulation, one rounding. 600 elements of ~1: a float16 running sum would drift by ~ulp(600).
+    shape = [3, 40, 5]
+    x = rng(5).uniform(0.5, 1.5, shape).astype(np.float16)
+    assert_matches_litert(_model(op, shape, np.float16, axes, keep), [x], rtol=1e-3, atol=1e-3)
+    if op == "SUM" and axes == [0, 1, 2]:
+        np.testing.assert_allclose(run_onert(_model(op, shape, np.float16, axes, keep), [x])[0],
+                                   np.sum(x.astype(np.float64), keepdims=keep), rtol=1e-3)
+
+
+@pytest.mark.parametrize("op", ["REDUCE_MAX", "REDUCE_MIN"])
+def test_reduce_max_min_float16_ignores_nan(op):
+    # XNNPACK's float16 max/min skip NaN (an all-NaN row gives the identity -inf / +inf), unlike the
+    # builtin float32 kernel
+    x = np.array([[np.nan, np.nan, np.nan], [np.nan, 1, 2], [-3, np.nan, 5], [np.inf, -np.inf, 0]],
+                 np.float16)
+    got = assert_matches_litert(_model(op, [4, 3], np.float16, [1], False), [x])[0]
+    fill = -np.inf if op == "REDUCE_MAX" else np.inf
+    np.testing.assert_array_equal(got, (np.fmax if op == "REDUCE_MAX" else np.fmin).reduce(
+        np.where(np.isnan(x), fill, x), axis=1))
 
 
 # ---------------------------------------------------------------------------------------------- ARG_*
