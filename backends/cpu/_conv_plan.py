@@ -36,6 +36,9 @@ _PRIVATE_PAD_BYTES = 256 << 10
 _KEEP_COLS_BYTES = 16 << 20
 # Strided depthwise with at least this many channels: C-long inner loops (see DepthwisePlan).
 _INNER_C_MIN = 96
+# Strided depthwise without padding, KW <= 3 and fewer channels than this computes every column and
+# keeps every sw-th: the phase copy (C-float inner loops) costs more than the MACs it saves.
+_PHASES_C_MIN = 64
 
 
 def chunk(n: int, c: int, target: int = _INNER) -> int:
@@ -110,18 +113,72 @@ class Padded:
             b.fill(0)
 
 
+class Phased:
+    """The input split into its column phases inside a zero border, for strided depthwise convolution:
+    a buffer [N, Hp, S, Wq, C] whose plane p holds padded columns p, p + S, p + 2S, ... (Wq = ceil(Wp/S)).
+    A tap at padded column q*S + j then reads plane j % S at index q + j // S: consecutive output pixels
+    read consecutive floats, so inner loops are long whatever C is."""
+
+    def __init__(self, owner, x_shape, s: int, pads):
+        n, h, wd, c = x_shape
+        (pt, pb), (pl, pr) = pads
+        hp, wp = h + pt + pb, wd + pl + pr
+        wq = -(-wp // s)
+        self.shape = (n, hp, s, wq, c)
+        self.size = int(np.prod(self.shape))
+        # per plane p: the x columns w0::s it holds, from index i0 on, cnt of them
+        self.fills = []
+        for p in range(s):
+            w0 = (p - pl) % s
+            cnt = len(range(w0, wd, s))
+            self.fills.append((p, w0, (w0 + pl) // s, cnt))
+        self.rows = (pt, h)
+        self.shared = self.size * _ISZ > _PRIVATE_PAD_BYTES
+        key = "pad" if self.shared else ("phases", self.shape, pt, pl, h, wd)
+        self.arena = arena(owner, key)
+        self.arena.reserve(self.size)
+        self.array: np.ndarray | None = None
+
+    def bind(self, mult: int) -> np.ndarray:
+        a = self.array = self.arena.take(self.size).reshape(self.shape)
+        pt, h = self.rows
+        rows = slice(pt, pt + h)
+        n, hp, s, wq, c = self.shape
+        self.copies = []
+        self.border = [a[:, :pt], a[:, pt + h:]] if self.shared else []
+        for p, w0, i0, cnt in self.fills:
+            dst = a[:, rows, p, i0:i0 + cnt]
+            if mult > 1:
+                dst = dst.reshape(dst.shape[:-1] + (c // mult, mult))
+            self.copies.append((dst, (slice(None), slice(None), slice(w0, None, s))))
+            if self.shared:
+                self.border += [a[:, rows, p, :i0], a[:, rows, p, i0 + cnt:]]
+        self.border = [b for b in self.border if b.size]
+        return a
+
+    def fill(self, x: np.ndarray, mult: int) -> None:
+        for b in self.border:
+            b.fill(0)
+        for dst, cols in self.copies:
+            src = x[cols]
+            dst[...] = src[..., None] if mult > 1 else src
+
+
 class DepthwisePlan:
     """Depthwise convolution for one input shape [N, H, W, C]: taps [KH, KW, C*M], output channel
     c*M + m reads input channel c.
 
-    y = einsum over V[KH, KW, N, OH, Q, L]: tap (i, j) of output row r reads padded row r*sh + i*dh from
-    padded column j*dw. Layouts of the innermost L floats:
+    y = einsum over V[KH, KW', N, OH, Q, L] (einsum's multiply-accumulate loop, no temporaries): tap (i, j)
+    of output row r reads padded row r*sh + i*dh. The innermost L floats:
       * stride_w == 1: L = t*C' consecutive output pixels (t divides OW, L >= 1024 where possible) with
         the tap's weights tiled t times, so the inner loop is long whatever C' is;
-      * stride_w > 1, C' >= 96: L = C', one output pixel (its channels are contiguous);
-      * stride_w > 1, small C': every column is computed as for stride_w == 1 and every sw-th one kept:
-        sw times the MACs, still faster than C'-long inner loops (and the tap order stays (i, j), which a
-        split into column phases would not keep).
+      * stride_w == S > 1 (dilation_w 1): the input is copied into its S column phases (`Phased`); the
+        taps of phase p (j = p, p + S, ...) are one einsum over that plane, again with L = t*C'
+        consecutive output pixels; the S partial sums are added (taps summed phase by phase);
+      * 1x1, stride 1, no multiplier: y = x * w + b on long rows (two ufunc passes);
+      * other strided cases (dilation_w > 1, or no padding with KW <= 3 and C' < 64, where the phase copy
+        costs more than it saves): C' >= 96: L = C' (one output pixel); smaller C': every column is
+        computed as for stride_w == 1 and every sw-th one kept.
     """
 
     def __init__(self, x_shape, mult: int, taps: np.ndarray, bias: np.ndarray | None, strides, dils,
@@ -132,16 +189,44 @@ class DepthwisePlan:
         oh, ow = out
         (pt, pb), (pl, pr) = pads
         self.out_shape = (n, oh, ow, c)
-        self.empty = n * oh * ow * c == 0
-        if self.empty:
+        self.kind = "empty" if n * oh * ow * c == 0 else "rows"
+        if self.kind == "empty":
             return
         hp, wp = h + pt + pb, wd + pl + pr
         self.mult, self.cin = mult, cin
+        m = n * oh * ow
+        tb = chunk(m, c)                         # the bias goes on the output viewed as long rows
+        self.y_rows = (m // tb, tb * c)
+        self.bias = None if bias is None else np.tile(np.asarray(bias, _F32), tb)
+        self.subsample = None
+        self.direct = False
+        if kh == kw == 1 and sh == sw == 1 and mult == 1 and not any(pads[0] + pads[1]):
+            self.kind = "scale"
+            self.w_row = np.tile(np.asarray(taps[0, 0], _F32), tb)
+            return
+        no_pad = pt == pb == pl == pr == 0 and mult == 1
+        if sw > 1 and dw == 1 and (kw > 3 or c >= _PHASES_C_MIN or not no_pad):
+            self.kind = "phases"
+            self.phased = Phased(owner, (n, h, wd, c), sw, pads)
+            _, _, _, wq, _ = self.phased.shape
+            t = chunk(ow, c)
+            self.y_shape = (n, oh, ow // t, t * c)
+            row, img = sw * wq * c * _ISZ, hp * sw * wq * c * _ISZ
+            self.phase_views = []                 # (offset, shape, strides, tiled taps) per plane
+            for p in range(min(sw, kw)):
+                tp = taps[:, p::sw]
+                self.phase_views.append((p * wq * c * _ISZ, (kh, tp.shape[1]) + self.y_shape,
+                                         (dh * row, c * _ISZ, img, sh * row, t * c * _ISZ, _ISZ),
+                                         np.ascontiguousarray(np.tile(tp, t), dtype=_F32)))
+            self.views = None
+            if len(self.phase_views) > 1:
+                self.tmp_arena = arena(owner, "dwtmp")
+                self.tmp_arena.reserve(m * c)
+            return
         # Without padding or channel repeats the taps read x itself (the view is made per run).
-        self.direct = pt == pb == pl == pr == 0 and mult == 1
+        self.direct = no_pad
         self.padded = None if self.direct else Padded(owner, (n, hp, wp, c), ((pt, h), (pl, wd)))
         row, img = wp * c * _ISZ, hp * wp * c * _ISZ
-        self.subsample = None
         if sw > 1 and c >= _INNER_C_MIN:
             y_shape = (n, oh, ow, c)
             last = (sw * c * _ISZ, _ISZ)
@@ -158,10 +243,6 @@ class DepthwisePlan:
         self.vshape = (kh, kw) + y_shape
         self.vstrides = (dh * row, dw * c * _ISZ, img, sh * row) + last
         self.view = None
-        m = n * oh * ow
-        tb = chunk(m, c)                         # the bias goes on the output viewed as long rows
-        self.y_rows = (m // tb, tb * c)
-        self.bias = None if bias is None else np.tile(np.asarray(bias, _F32), tb)
 
     def _bind(self) -> None:
         buf = self.padded.bind()
@@ -172,22 +253,50 @@ class DepthwisePlan:
             inner = inner.reshape(n, h, wd, self.cin, self.mult)
         self.fill_dst = inner
 
-    def run(self, x: np.ndarray) -> np.ndarray:
-        if self.empty:
+    def _bind_phases(self) -> None:
+        buf = self.phased.bind(self.mult)
+        self.views = [(np.ndarray(shape, _F32, buffer=buf, offset=off, strides=st), wt)
+                      for off, shape, st, wt in self.phase_views]
+        if len(self.views) > 1:
+            self.tmp = self.tmp_arena.take(int(np.prod(self.y_shape))).reshape(self.y_shape)
+
+    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The convolution plus bias, written into `out` (a fresh [N, OH, OW, C'] array) when given."""
+        kind = self.kind
+        if kind == "empty":
             return np.zeros(self.out_shape, _F32)
-        if self.direct:
-            view = np.ndarray(self.vshape, _F32, buffer=np.ascontiguousarray(x), strides=self.vstrides)
+        y = np.empty(self.out_shape, _F32) if out is None else out
+        if kind == "scale":
+            yr = y.reshape(self.y_rows)
+            np.multiply(x.reshape(self.y_rows), self.w_row, out=yr)
+            if self.bias is not None:
+                yr += self.bias
+            return y
+        if kind == "phases":
+            if self.views is None:
+                self._bind_phases()
+            self.phased.fill(x, self.mult)
+            y4 = y.reshape(self.y_shape)
+            (v0, w0), *rest = self.views
+            np.einsum("ijnrqe,ije->nrqe", v0, w0, out=y4)
+            for v, w in rest:
+                np.einsum("ijnrqe,ije->nrqe", v, w, out=self.tmp)
+                y4 += self.tmp
         else:
-            if self.view is None:
-                self._bind()
-            self.padded.clear_border()
-            self.fill_dst[...] = x[..., None] if self.mult > 1 else x
-            view = self.view
-        y = np.empty(self.y_shape, _F32)
-        np.einsum("ijnrqe,ije->nrqe", view, self.wt, out=y)
-        if self.subsample is not None:
-            full, keep = self.subsample
-            y = np.ascontiguousarray(y.reshape(full)[keep])
+            if self.direct:
+                view = np.ndarray(self.vshape, _F32, buffer=np.ascontiguousarray(x), strides=self.vstrides)
+            else:
+                if self.view is None:
+                    self._bind()
+                self.padded.clear_border()
+                self.fill_dst[...] = x[..., None] if self.mult > 1 else x
+                view = self.view
+            if self.subsample is None:
+                np.einsum("ijnrqe,ije->nrqe", view, self.wt, out=y.reshape(self.y_shape))
+            else:
+                full, keep = self.subsample
+                t = np.einsum("ijnrqe,ije->nrqe", view, self.wt)
+                np.copyto(y, t.reshape(full)[keep])
         if self.bias is not None:
             yr = y.reshape(self.y_rows)
             yr += self.bias
@@ -239,10 +348,15 @@ class ConvPlan:
             self.y_rows = (m // t, t * cout)
             self.bias = None if bias is None else np.tile(np.asarray(bias, _F32), t)
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The convolution plus bias, written into `out` (a fresh array of out_shape) when given."""
         kind, m = self.kind, self.m
+        if kind == "empty":
+            return np.zeros(self.out_shape, _F32)
+        y = np.empty(self.out_shape, _F32) if out is None else out
+        y2 = y.reshape(m, -1)
         if kind == "pointwise":
-            y = np.matmul(x.reshape(m, -1), self.w2)
+            np.matmul(x.reshape(m, -1), self.w2, out=y2)
         elif kind == "im2col":
             if self.direct:
                 view = np.ndarray(self.vshape, _F32, buffer=np.ascontiguousarray(x), strides=self.vstrides)
@@ -257,11 +371,9 @@ class ConvPlan:
                              if self.cols_arena is not None else None)
             cols = self.cols if self.cols is not None else np.empty(self.vshape, _F32)
             np.copyto(cols, view)
-            y = np.matmul(cols.reshape(m, -1), self.w2)
-        elif kind == "channel-sum":
-            y = np.matmul(self.dw.run(x).reshape(m, -1), self.ones)
-        else:
-            return np.zeros(self.out_shape, _F32)
+            np.matmul(cols.reshape(m, -1), self.w2, out=y2)
+        else:   # channel-sum
+            np.matmul(self.dw.run(x).reshape(m, -1), self.ones, out=y2)
         if self.bias is not None:
             yr = y.reshape(self.y_rows)
             yr += self.bias

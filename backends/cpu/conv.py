@@ -179,14 +179,15 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
             return ConvPlan(shape, w_mat[0], filt, strides, dils, out, pads, bias, owner)
         plan = _cached(make_plan)
         _plan_static(ctx, plan)
+        alloc = ctx.output_buffer(0)            # plans write a fresh array (never a view of x)
 
         def run() -> None:
             x = v[x_i]
             p = plan(x.shape)
-            y = p.run(x)
+            y = p.run(x, alloc(p.out_shape))
             if act is not None:
                 y = act(y)
-            v[o] = y.reshape(p.out_shape)
+            v[o] = y
         return run
 
     def grouped_plan(shape):
@@ -296,13 +297,15 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     (o_i,) = ctx.outputs
     v = ctx.values
 
+    alloc = ctx.output_buffer(0)                # plans write a fresh array (never a view of x)
+
     def run() -> None:
         x = v[x_i]
         p = plan(x.shape)
-        y = p.run(x)
+        y = p.run(x, alloc(p.out_shape))
         if act is not None:
             y = act(y)
-        v[o_i] = y.reshape(p.out_shape)
+        v[o_i] = y
     return run
 
 

@@ -199,11 +199,18 @@ DW_LAYOUTS = [
     ([2, 9, 11, 4], 3, 1, (1, 1), (1, 1)),        # stride_w 1, rows of t*C floats, t = OW (prime OW), batch 2
     ([1, 6, 66, 32], 3, 1, (1, 1), (1, 1)),       # stride_w 1, OW split into rows of 32-33 pixels (>= 1024 floats)
     ([1, 6, 7, 260], 3, 1, (2, 1), (1, 1)),       # stride_w 1 with stride_h 2, C > 1024/OW
-    ([2, 10, 13, 8], 3, 1, (2, 2), (1, 1)),       # stride_w 2, small C: all columns, every 2nd kept
-    ([1, 9, 9, 100], 3, 1, (2, 2), (1, 1)),       # stride_w 2, C >= 96: C-long inner loops
-    ([1, 11, 12, 5], (2, 3), 2, (1, 3), (2, 1)),  # multiplier 2, stride_w 3, dilation_h 2
+    ([2, 10, 13, 8], 3, 1, (2, 2), (1, 1)),       # stride_w 2, small C: phases (SAME), every 2nd column (VALID)
+    ([1, 9, 9, 100], 3, 1, (2, 2), (1, 1)),       # column phases, C >= 64
+    ([1, 12, 14, 16], 5, 1, (2, 2), (1, 1)),      # column phases, 5x5 (3 + 2 taps per row)
+    ([1, 13, 14, 6], (3, 2), 1, (2, 3), (1, 1)),  # stride_w 3 > KW: 2 of the 3 planes used
+    ([1, 7, 9, 64], 1, 1, (2, 2), (1, 1)),        # 1x1 stride 2, C >= 64: one plane
+    ([1, 11, 12, 5], (2, 3), 2, (1, 3), (2, 1)),  # multiplier 2, stride_w 3 (phases), dilation_h 2
+    ([2, 10, 13, 8], 3, 1, (2, 2), (1, 2)),       # stride_w 2, dilation_w 2, small C: every 2nd column kept
+    ([1, 9, 11, 100], 3, 1, (2, 2), (1, 2)),      # stride_w 2, dilation_w 2, C >= 96: C-long inner loops
     ([2, 8, 9, 48], 3, 2, (2, 2), (1, 2)),        # multiplier 2 gives C' = 96: C-long loops, dilation_w 2
     ([1, 12, 12, 3], 5, 3, (1, 1), (2, 2)),       # multiplier 3, dilation 2
+    ([1, 7, 9, 8], 1, 1, (1, 1), (1, 1)),         # 1x1: x * w + b on long rows
+    ([1, 5, 6, 4], 1, 2, (1, 1), (1, 1)),         # 1x1 with multiplier 2: einsum rows
 ]
 
 
@@ -359,12 +366,15 @@ def test_layout_tables_cover_every_branch():
             out, pads = _geometry(x_shape[1:3], (kh, kw), strides, dils, padding)
             taps = np.zeros((kh, kw, x_shape[-1] * mult), np.float32)
             p = _conv_plan.DepthwisePlan(tuple(x_shape), mult, taps, None, strides, dils, out, pads)
+            if p.kind != "rows":
+                dw_kinds.add((p.kind, len(p.phase_views) if p.kind == "phases" else 0))
+                continue
             rows = p.y_shape[-1] // taps.shape[-1]
             dw_kinds.add(("direct" if p.direct else "padded", "subsample" if p.subsample else
                           "channels" if strides[1] > 1 else "rows" if rows < out[1] else "row"))
     assert dw_kinds >= {("direct", "row"), ("padded", "row"), ("direct", "rows"), ("padded", "rows"),
                         ("direct", "subsample"), ("padded", "subsample"), ("direct", "channels"),
-                        ("padded", "channels")}
+                        ("padded", "channels"), ("scale", 0), ("phases", 1), ("phases", 2), ("phases", 3)}
     conv_kinds = set()
     for x_shape, k, cout, strides, dils in CONV_LAYOUTS:
         for padding in (SAME, VALID):
