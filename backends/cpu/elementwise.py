@@ -15,6 +15,7 @@ from math import isinf
 import numpy as np
 
 from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH
+from onert_py.backends.cpu._conv_plan import chunk
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 try:  # the clip ufunc itself: np.clip adds ~5 us of Python dispatch per call
@@ -71,6 +72,9 @@ def _arithmetic(ctx: KernelContext, fn) -> Run:
             v[o] = fn(v[a], v[b])
         return run
     lo, hi = rng
+    fast = _float_into_buffer(ctx, fn, lo, hi)
+    if fast is not None:
+        return fast
 
     scalar_type = ctx.output_dtype().type
     if code == NONE and scalar_type is np.float32:
@@ -94,6 +98,80 @@ def _arithmetic(ctx: KernelContext, fn) -> Run:
             r = _clip(r, lo, hi)
         v[o] = r
     return run_clamped
+
+
+_UFUNCS = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+           operator.truediv: np.divide}
+# A per-channel operand ([..., 1, C] against [..., H*W, C]) is tiled to rows of about this many floats,
+# so numpy's inner loop is long (broadcasting it gives C-float inner loops, one call per pixel).
+_ROW = 8192
+
+
+def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
+    """ADD/SUB/MUL/DIV of float32 tensors with static shapes (rank >= 1): the ufunc writes into the
+    planned output buffer and the activation clamps it in place. An operand that varies only along the
+    last axis while the other is the full output (a squeeze-excite scale) is tiled at run time to long
+    rows. None when the shapes are not static."""
+    ufunc = _UFUNCS.get(fn)
+    ts = [ctx.input_tensor(0), ctx.input_tensor(1)]
+    out_t = ctx.output_tensor(0)
+    if (ufunc is None or out_t.dtype != np.float32 or any(t.dtype != np.float32 for t in ts)
+            or any(t.is_dynamic for t in ts + [out_t]) or len(out_t.shape) == 0):
+        return None
+    shapes = [tuple(t.shape) for t in ts]
+    out_shape = tuple(out_t.shape)
+    try:
+        if np.broadcast_shapes(*shapes) != out_shape:
+            return None
+    except ValueError:
+        return None
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+    clip = _clip
+    c = out_shape[-1]
+    size = int(np.prod(out_shape))
+    rows = None
+    for k in (0, 1):
+        full, chan = shapes[k], shapes[1 - k]
+        if (full == out_shape and c > 1 and size >= 4 * _ROW and len(chan) >= 1 and chan[-1] == c
+                and int(np.prod(chan)) == c):
+            m = size // c
+            t = chunk(m, c, _ROW)
+            rows, tile_k, reps = (m // t, t * c), 1 - k, t
+            break
+
+    s0, s1 = shapes
+
+    def run_any() -> None:   # values whose shapes differ from the declared ones: fresh arrays
+        r = fn(v[a], v[b])
+        clip(r, lo, hi, out=r)
+        v[o] = r
+
+    if rows is not None:
+        def run_rows() -> None:
+            x, y = v[a], v[b]
+            if x.shape != s0 or y.shape != s1:
+                return run_any()
+            r = alloc(out_shape)
+            if tile_k == 1:
+                ufunc(x.reshape(rows), np.tile(y.reshape(c), reps), out=r.reshape(rows))
+            else:
+                ufunc(np.tile(x.reshape(c), reps), y.reshape(rows), out=r.reshape(rows))
+            clip(r, lo, hi, out=r)
+            v[o] = r
+        return run_rows
+
+    def run() -> None:
+        x, y = v[a], v[b]
+        if x.shape != s0 or y.shape != s1:
+            return run_any()
+        r = alloc(out_shape)
+        ufunc(x, y, out=r)
+        clip(r, lo, hi, out=r)
+        v[o] = r
+    return run
 
 
 def _check_divisor(b) -> None:

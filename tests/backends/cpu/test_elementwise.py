@@ -48,6 +48,24 @@ def test_float_arithmetic_clamps_to_activation_range(op, act):
         check_exact(mb, [np.array(a, F32), np.array(b, F32)])
 
 
+@pytest.mark.parametrize("act", [0, 3])
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL", "DIV"])
+@pytest.mark.parametrize("shapes", [([1, 64, 64, 16], [1, 1, 1, 16]), ([1, 1, 16], [2, 48, 32, 16]),
+                                    ([48, 48, 24], [24])], ids=str)
+def test_float_per_channel_operand_on_long_rows(op, act, shapes):
+    # A large tensor against a per-channel one (squeeze-excite scales) takes the tiled-rows path, the
+    # per-channel operand on either side; the special values run through it too.
+    sa, sb = shapes
+    out = list(np.broadcast_shapes(tuple(sa), tuple(sb)))
+    g = np.random.default_rng(5)
+    a = g.normal(size=sa).astype(F32)
+    b = g.normal(size=sb).astype(F32)
+    a.reshape(-1)[:16] = A
+    b.reshape(-1)[:16] = B
+    mb = single_op_model(op, [("a", sa, F32), ("b", sb, F32)], [("y", out, F32)], fused_activation_function=act)
+    check_exact(mb, [a, b])
+
+
 def test_overflow_clamp_numbers():
     # The values themselves (independent of LiteRT): 1/0 = FLT_MAX, 1e30*1e30 = FLT_MAX, NaN stays NaN.
     cases = {"DIV": [(1.0, 0.0, FLT_MAX), (-1.0, 0.0, -FLT_MAX), (np.nan, 0.0, np.nan)],
