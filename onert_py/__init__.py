@@ -5,10 +5,11 @@ from onert_py.errors import (
 from onert_py.backends.registry import register_custom_kernel, register_custom_op
 from onert_py.loader import load_model
 from onert_py import infer
+from onert_py.infer import tensorinfo
 from onert_py.interpreter import Interpreter, InterpreterWithCustomOps, OpResolverType, SignatureRunner
 
 __version__ = "0.1.0"
 
 __all__ = ["OnertPyError", "LoadError", "UnsupportedOpError", "InputError", "ExecutionError", "PrepareError",
-           "register_custom_op", "register_custom_kernel", "load_model", "infer", "Interpreter",
+           "register_custom_op", "register_custom_kernel", "load_model", "infer", "tensorinfo", "Interpreter",
            "InterpreterWithCustomOps", "OpResolverType", "SignatureRunner", "__version__"]

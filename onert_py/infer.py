@@ -1,8 +1,20 @@
-"""The onert-style session: `onert_py.infer.session(path, backends="cpu").infer([arrays])`."""
+"""The onert-style session: `onert_py.infer.session(path, backends="cpu").infer([arrays])`.
+
+Mirrors onert's Python binding (`onert.infer.session`, 0.1.x): `infer(inputs_array, *, measure)`,
+`get_inputs_tensorinfo`/`get_outputs_tensorinfo` (dims as of the last update or infer), the low-level
+calls its session delegates to the native one (`input_size`, `input_tensorinfo(i)`, `set_input(i, a)`,
+`run()`, `get_output(i)`, ...) and `tensorinfo` with onert's fields. Inputs of another numeric dtype
+are converted as onert converts them, except where that would lose values (float -> int, out-of-range
+integers), which raise InputError.
+
+Where onert 0.1.0 is buggy we do the right thing: rank-0 inputs work (onert fails preparing them),
+outputs are writable arrays the caller owns (onert's are read-only), inputs of the wrong rank are
+refused (onert silently drops dims), and get_outputs_tensorinfo reports the last run's shapes (onert's
+stay at the first run's).
+"""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -16,13 +28,48 @@ from onert_py.ir import Model, Tensor
 from onert_py.loader import load_model
 
 
-@dataclass
 class tensorinfo:  # noqa: N801 - named as onert's binding names it
-    """Name, dtype, rank and dims of a model input or output (-1 for a dynamic dimension)."""
-    name: str
-    dtype: str
-    rank: int
-    dims: list[int] = field(default_factory=list)
+    """Name, dtype, rank and dims of a model input or output (-1 for a dynamic dimension).
+
+    Like onert's native tensorinfo: constructible without arguments (dtype None, rank 0, dims []),
+    dtype is a numpy type name ("float32", "int64", "bool"...; "string" for string tensors), setting
+    `dims` sets `rank`, and setting `rank` truncates `dims` or pads them with 0. `name` is ours."""
+    __slots__ = ("name", "dtype", "_dims")
+
+    def __init__(self, name: str = "", dtype: Any = None, rank: int | None = None,
+                 dims: Sequence[int] | None = None):
+        self.name = name
+        self.dtype = dtype if dtype is None or isinstance(dtype, str) else np.dtype(dtype).name
+        self._dims: list[int] = [int(d) for d in dims] if dims is not None else []
+        if rank is not None:
+            self.rank = rank
+
+    @property
+    def dims(self) -> list[int]:
+        return self._dims
+
+    @dims.setter
+    def dims(self, value: Sequence[int]) -> None:
+        self._dims = [int(d) for d in value]
+
+    @property
+    def rank(self) -> int:
+        return len(self._dims)
+
+    @rank.setter
+    def rank(self, value: int) -> None:
+        value = int(value)
+        if value < 0:
+            raise ValueError(f"tensorinfo.rank must be >= 0, got {value}")
+        self._dims = self._dims[:value] + [0] * (value - len(self._dims))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tensorinfo):
+            return NotImplemented
+        return (self.name, self.dtype, self._dims) == (other.name, other.dtype, other._dims)
+
+    def __repr__(self) -> str:
+        return f"tensorinfo(name={self.name!r}, dtype={self.dtype!r}, rank={self.rank}, dims={self._dims})"
 
 
 def _info(t: Tensor) -> tensorinfo:
@@ -39,16 +86,30 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
                  preserve_all_tensors: bool = False):
         if controlflow_copy not in ("reference", "all"):
             raise ValueError(f"controlflow_copy must be 'reference' or 'all', not {controlflow_copy!r}")
+        t0 = time.perf_counter()
         self.model: Model = path if isinstance(path, Model) else load_model(path)
         self.runtime = RuntimeState(RuntimeOptions(max_while_iterations=max_while_iterations,
                                                    controlflow_copy=controlflow_copy,
                                                    preserve_all_tensors=preserve_all_tensors))
         self.executors = compile_model(self.model, self.runtime, backends)
+        # onert prepares on the first infer and reports it there; we compile here and report it there.
+        self._prepare_ms: float | None = (time.perf_counter() - t0) * 1e3
         self._shapes = ShapeCache(self.model, known=self._folded_values)   # per input-shape signature
         self._subgraph_index = 0
+        self.inputs: list[np.ndarray] = []    # the last run's inputs and outputs, as onert keeps them
+        self.outputs: list[np.ndarray] = []
+        self._select(0)
         if signature is not None:
             self.select_signature(signature)
-        self._input_dims: list[list[int] | None] = [None] * len(self._subgraph.inputs)
+
+    def _select(self, subgraph_index: int) -> None:
+        self._subgraph_index = subgraph_index
+        n = len(self._subgraph.inputs)
+        self._input_dims: list[list[int] | None] = [None] * n   # fixed by update_inputs_tensorinfo
+        self._shown_inputs: list[list[int]] | None = None     # dims of the last update or infer
+        self._shown_outputs: list[list[int]] | None = None    # shapes of the last infer's outputs
+        self._pending: list[np.ndarray | None] = [None] * n   # set_input() values for run()
+        self.inputs, self.outputs = [], []
 
     @property
     def subgraph_index(self) -> int:
@@ -66,35 +127,57 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
     def select_signature(self, key: str) -> None:
         for s in self.model.signatures:
             if s.key == key:
-                self._subgraph_index = s.subgraph_index
-                self._input_dims = [None] * len(self._subgraph.inputs)
+                self._select(s.subgraph_index)
                 return
         raise InputError(f"no signature {key!r}; the model has {self.get_signature_list()}")
 
     # ---- tensor info
     def get_inputs_tensorinfo(self) -> list[tensorinfo]:
-        infos = []
-        for k, t in enumerate(self._subgraph.inputs):
-            info = _info(self._subgraph.tensors[t])
-            if self._input_dims[k] is not None:
-                info.dims = list(self._input_dims[k])
-            infos.append(info)
+        """Inputs' dims: the model's (-1 = dynamic), or those of the last update_inputs_tensorinfo()
+        or infer(), whichever came last (as onert reports them)."""
+        infos = [_info(self._subgraph.tensors[t]) for t in self._subgraph.inputs]
+        if self._shown_inputs is not None:
+            for info, dims in zip(infos, self._shown_inputs):
+                info.dims = dims
         return infos
 
     def get_outputs_tensorinfo(self) -> list[tensorinfo]:
-        """Outputs' dims: the model's (-1 = dynamic) until update_inputs_tensorinfo fixes input dims;
-        then the dims shape inference propagates from them (-1 where they depend on input values; the
-        model's declaration where not even the rank is known before running)."""
+        """Outputs' dims: the shapes of the last infer's outputs; before any infer, the model's
+        (-1 = dynamic) until update_inputs_tensorinfo fixes input dims, then the dims shape inference
+        propagates from them (-1 where they depend on input values; the model's declaration where not
+        even the rank is known before running)."""
         infos = [_info(self._subgraph.tensors[t]) for t in self._subgraph.outputs]
-        if all(d is None for d in self._input_dims):
+        if self._shown_outputs is not None:
+            for info, dims in zip(infos, self._shown_outputs):
+                info.dims = dims
             return infos
-        shapes = self._infer_shapes(self._input_dims).output_shapes(self.model)
+        if self._shown_inputs is None:
+            return infos
+        shapes = self._infer_shapes(self._shown_inputs).output_shapes(self.model)
         for info, shape in zip(infos, shapes):
             if shape is not None:
-                info.dims, info.rank = list(shape), len(shape)
+                info.dims = list(shape)
         return infos
 
-    def _infer_shapes(self, dims: Sequence[list[int] | None]):
+    def input_size(self) -> int:
+        return len(self._subgraph.inputs)
+
+    def output_size(self) -> int:
+        return len(self._subgraph.outputs)
+
+    def input_tensorinfo(self, index: int) -> tensorinfo:
+        return self.get_inputs_tensorinfo()[self._io_index(index, self.input_size(), "input")]
+
+    def output_tensorinfo(self, index: int) -> tensorinfo:
+        return self.get_outputs_tensorinfo()[self._io_index(index, self.output_size(), "output")]
+
+    @staticmethod
+    def _io_index(index: int, n: int, what: str) -> int:
+        if not isinstance(index, (int, np.integer)) or not 0 <= index < n:
+            raise InputError(f"{what} index {index!r} is out of range: the model has {n} {what}(s)")
+        return int(index)
+
+    def _infer_shapes(self, dims: Sequence[Sequence[int] | None]):
         sg = self._subgraph
         shapes = [tuple(d) if d is not None else tuple(_info(sg.tensors[t]).dims)
                   for d, t in zip(dims, sg.inputs)]
@@ -105,38 +188,128 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         return {ex.subgraph.index: {i: ex.values[i] for i in getattr(ex, "_folded", ())}
                 for ex in self.executors}
 
-    def update_inputs_tensorinfo(self, infos: Sequence[tensorinfo]) -> None:
-        """Fix the shapes of inputs (e.g. the -1 dims of a dynamic model) before inference."""
-        if len(infos) != len(self._subgraph.inputs):
-            raise InputError(f"expected {len(self._subgraph.inputs)} tensorinfo(s), got {len(infos)}")
+    def update_inputs_tensorinfo(self, new_infos: Sequence[tensorinfo]) -> None:
+        """Fix the shapes of inputs (e.g. the -1 dims of a dynamic model) before inference; later
+        infer() calls must give inputs of these shapes."""
+        if len(new_infos) != len(self._subgraph.inputs):
+            raise InputError(f"Expected {len(self._subgraph.inputs)} input tensorinfo(s), but got "
+                             f"{len(new_infos)}.")
         dims = list(self._input_dims)
-        for k, info in enumerate(infos):
-            if any(d < 0 for d in info.dims):
-                raise InputError(f"input {k} ({info.name!r}): dims {info.dims} must all be >= 0")
-            self._check_shape(k, self._subgraph.tensors[self._subgraph.inputs[k]], tuple(info.dims),
-                              signature_only=True)
-            dims[k] = list(info.dims)
+        for k, info in enumerate(new_infos):
+            dims[k] = self._checked_dims(k, info)
         self._infer_shapes(dims)   # shapes an op cannot take fail here (ShapeInferenceError), naming it
         self._input_dims = dims
+        self._shown_inputs = [list(d) if d is not None else _info(self._subgraph.tensors[t]).dims
+                              for d, t in zip(dims, self._subgraph.inputs)]
+        self._shown_outputs = None
+
+    # onert 0.1.0 names it with an underscore; both spellings work.
+    _update_inputs_tensorinfo = update_inputs_tensorinfo
+
+    def set_input_tensorinfo(self, index: int, tensor_info: tensorinfo) -> None:
+        """Fix the shape of one input (onert's native call behind update_inputs_tensorinfo)."""
+        index = self._io_index(index, self.input_size(), "input")
+        dims = list(self._input_dims)   # the other inputs keep their fixed dims (or stay open)
+        dims[index] = self._checked_dims(index, tensor_info)
+        self._infer_shapes(dims)
+        self._input_dims = dims
+        self._shown_inputs = [list(d) if d is not None else _info(self._subgraph.tensors[t]).dims
+                              for d, t in zip(dims, self._subgraph.inputs)]
+        self._shown_outputs = None
+
+    def _checked_dims(self, k: int, info: tensorinfo) -> list[int]:
+        dims = [int(d) for d in info.dims]
+        if any(d < 0 for d in dims):
+            raise InputError(f"Input tensorinfo at index {k} contains negative dimension(s): {dims} "
+                             f"(input {self._subgraph.tensors[self._subgraph.inputs[k]].name!r})")
+        t = self._subgraph.tensors[self._subgraph.inputs[k]]
+        self._check_shape(k, t, tuple(dims), signature_only=True)
+        return dims
 
     # ---- running
-    def infer(self, inputs: Sequence[Any], *, measure: bool = False):
-        """Run the model; returns a list of arrays, or (outputs, metrics in ms) when `measure`."""
+    def infer(self, inputs_array: Sequence[Any], *, measure: bool = False):
+        """Run the model; returns a list of arrays, or (outputs, metrics in ms) when `measure`.
+        Metrics are onert's: input/run/output_time_ms, plus prepare_time_ms on the first call."""
         t0 = time.perf_counter()
-        arrays = self._prepare_inputs(inputs)
+        arrays = self._prepare_inputs(inputs_array)
         t1 = time.perf_counter()
+        outputs = self._execute(arrays)
+        t2 = time.perf_counter()
+        metrics = {"input_time_ms": (t1 - t0) * 1e3, "run_time_ms": (t2 - t1) * 1e3,
+                   "output_time_ms": self._output_ms}
+        if self._prepare_ms is not None:
+            metrics = {"prepare_time_ms": self._prepare_ms, **metrics}
+            self._prepare_ms = None
+        return (outputs, metrics) if measure else outputs
+
+    def _execute(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         with np.errstate(all="ignore"):  # inf/NaN results are values, as in LiteRT, not warnings
             results = self.executors[self._subgraph_index].execute(self._executor_inputs(arrays))
-        t2 = time.perf_counter()
+        t = time.perf_counter()
         outputs = self._own_outputs(results, arrays)
-        t3 = time.perf_counter()
-        if measure:
-            return outputs, {"prepare_time_ms": 0.0, "input_time_ms": (t1 - t0) * 1e3,
-                             "run_time_ms": (t2 - t1) * 1e3, "output_time_ms": (t3 - t2) * 1e3}
+        self._output_ms = (time.perf_counter() - t) * 1e3
+        self.inputs, self.outputs = arrays, outputs
+        self._shown_inputs = [list(a.shape) for a in arrays]
+        self._shown_outputs = [list(np.shape(o)) for o in outputs]
         return outputs
 
-    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
-        return self.infer(inputs)
+    def run(self, inputs: Sequence[Any] | None = None) -> list[np.ndarray] | None:
+        """run(inputs) = infer(inputs). run() with no argument is onert's native run: it uses the
+        values given by set_input(), and the outputs are read with get_output(i)."""
+        if inputs is not None:
+            return self.infer(inputs)
+        missing = [k for k, a in enumerate(self._pending) if a is None]
+        if missing:
+            raise InputError(f"run(): input(s) {missing} not set; call set_input(index, array) first")
+        self._execute(list(self._pending))
+        self._prepare_ms = None
+        return None
+
+    def run_async(self) -> None:
+        """onert's asynchronous run; here it runs to completion before returning (wait() is a no-op)."""
+        self.run()
+
+    def wait(self) -> None:
+        pass
+
+    def prepare(self) -> None:
+        """Nothing to do: the model is compiled when the session is created."""
+
+    def set_prepare_config(self, config: Any) -> None:
+        """Accepted for onert compatibility (outputs are always allocated by the runtime)."""
+
+    def set_input(self, index: int, buffer: Any) -> None:
+        """Give one input's value for run() (converted and checked as infer() does; not modified)."""
+        index = self._io_index(index, self.input_size(), "input")
+        t = self._subgraph.tensors[self._subgraph.inputs[index]]
+        arr = self._as_input_array(index, t, buffer)
+        self._check_shape(index, t, arr.shape)
+        self._pending[index] = arr
+
+    def set_inputs(self, size: int, inputs_array: Sequence[Any] = ()) -> None:
+        """onert's BaseSession.set_inputs: set inputs 0..size-1 from `inputs_array`; missing ones are
+        zeros of the input's current dims (which must then be known)."""
+        if size != self.input_size():
+            raise InputError(f"set_inputs: the model has {self.input_size()} input(s), got size={size}")
+        infos = self.get_inputs_tensorinfo()
+        for k in range(size):
+            if k < len(inputs_array):
+                self.set_input(k, inputs_array[k])
+                continue
+            info = infos[k]
+            if any(d < 0 for d in info.dims):
+                raise InputError(f"set_inputs: input {k} ({info.name!r}) not given and its dims "
+                                 f"{info.dims} are not known; give it")
+            t = self._subgraph.tensors[self._subgraph.inputs[k]]
+            self.set_input(k, _zeros(info.dims, t))
+        self.inputs = [a for a in self._pending if a is not None]
+
+    def get_output(self, index: int) -> np.ndarray:
+        """A copy of output `index` of the last run."""
+        index = self._io_index(index, self.output_size(), "output")
+        if not self.outputs:
+            raise InputError("get_output(): no run yet")
+        return np.array(self.outputs[index], copy=True)
 
     @property
     def profile(self):
@@ -155,7 +328,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
                              f"{type(inputs).__name__}")
         if len(inputs) != len(sg.inputs):
             names = [sg.tensors[t].name for t in sg.inputs]
-            raise InputError(f"expected {len(sg.inputs)} input(s) {names}, got {len(inputs)}")
+            raise InputError(f"Expected {len(sg.inputs)} input(s) {names}, but received {len(inputs)}.")
         arrays = []
         for k, (t_index, value) in enumerate(zip(sg.inputs, inputs)):
             t = sg.tensors[t_index]
@@ -176,19 +349,13 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
             out = np.empty(len(flat), dtype=object)
             out[:] = flat
             return out.reshape(arr.shape)
-        if isinstance(value, (np.ndarray, np.generic)):
-            if value.dtype != t.dtype:
-                raise InputError(f"input {k} ({t.name!r}) has dtype {value.dtype}, the model expects "
-                                 f"{t.dtype}")
-            return np.asarray(value)
+        if isinstance(value, (np.ndarray, np.generic)) and value.dtype == t.dtype:
+            return np.asarray(value)   # no copy: inputs are never written
         try:
             arr = np.asarray(value)
         except (ValueError, TypeError) as e:
             raise InputError(f"input {k} ({t.name!r}) cannot be made an array: {e}") from None
-        if arr.dtype.kind not in "biuf" or (arr.dtype.kind == "f" and t.dtype.kind in "biu"):
-            raise InputError(f"input {k} ({t.name!r}): cannot use {arr.dtype} values for a "
-                             f"{t.dtype} input")
-        return arr.astype(t.dtype)
+        return _converted(k, t, arr)
 
     def _check_shape(self, k: int, t: Tensor, shape: tuple[int, ...], signature_only: bool = False) -> None:
         fixed = None if signature_only else self._input_dims[k]
@@ -212,3 +379,27 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
             seen.add(id(arr))
             outs.append(arr)
         return outs
+
+
+def _zeros(dims: Sequence[int], t: Tensor) -> np.ndarray:
+    if t.type_name == "STRING":
+        z = np.empty(tuple(dims), dtype=object)
+        z.fill(b"")
+        return z
+    return np.zeros(tuple(dims), dtype=t.dtype)
+
+
+def _converted(k: int, t: Tensor, arr: np.ndarray) -> np.ndarray:
+    """`arr` as the input's dtype, as onert converts inputs (np.array(x, dtype=...)), refusing the
+    conversions that would change values: non-numbers, float/complex -> int/bool, and integers
+    outside the target type's range."""
+    src, dst = arr.dtype, t.dtype
+    if src.kind not in "biuf" or (src.kind == "f" and dst.kind in "biu") or (dst.kind == "b" and src.kind != "b"):
+        raise InputError(f"input {k} ({t.name!r}): cannot use {src} values for a {dst} input")
+    if src.kind in "iu" and dst.kind in "iu" and arr.size:
+        info = np.iinfo(dst)
+        lo, hi = arr.min(), arr.max()
+        if lo < info.min or hi > info.max:
+            raise InputError(f"input {k} ({t.name!r}): {src} values in [{lo}, {hi}] do not fit the "
+                             f"{dst} input")
+    return arr.astype(dst)

@@ -222,6 +222,7 @@ class Interpreter:
             raise ValueError(f"Invalid subgraph index {k} exceeds max subgraph index {n}")
 
     def _check_tensor(self, k: int, index: int) -> Tensor:
+        self._check_subgraph(k)   # LiteRT's _get_tensor_details crashes on a bad subgraph; we raise
         tensors = self._model.subgraphs[k].tensors
         if not 0 <= index < len(tensors):
             raise ValueError(f"Invalid tensor index {index} exceeds max tensor index {len(tensors)}")
@@ -368,8 +369,11 @@ class Interpreter:
                 raise ValueError(f"Cannot set tensor: Got value of type {_type_name(arr.dtype)} but "
                                  f"expected type STRING for input {index}, name: {t.name}")
         elif arr.dtype != t.dtype:
-            raise ValueError(f"Cannot set tensor: Got value of type {_type_name(arr.dtype)} but expected "
-                             f"type {t.type_name} for input {index}, name: {t.name}")
+            if arr.dtype.newbyteorder("=") != t.dtype:
+                raise ValueError(f"Cannot set tensor: Got value of type {_type_name(arr.dtype)} but "
+                                 f"expected type {t.type_name} for input {index}, name: {t.name}")
+            # Same type in the other byte order: LiteRT copies the raw bytes (garbage values); we convert.
+            arr = arr.astype(t.dtype)
         shape = st.shapes[index]
         if arr.ndim != len(shape):
             raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {arr.ndim} but expected "
@@ -382,6 +386,10 @@ class Interpreter:
                                  f"{list(arr.shape)}, tensor shape {list(shape)}.")
         if not st.allocated[index] or (index in st.sg.inputs and index not in st.inputs):
             raise ValueError("Cannot set tensor: Tensor is unallocated. Try calling allocate_tensors() first")
+        if t.data is not None and index not in st.sg.inputs:
+            # LiteRT writes into the model's read-only buffer (a segfault for model_path).
+            raise ValueError(f"Cannot set tensor: tensor {index} ({t.name!r}) is a constant of the model "
+                             f"and read-only")
         if t.dtype == np.dtype(object):
             flat = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in arr.reshape(-1)]
             arr = np.empty(len(flat), dtype=object)
@@ -390,6 +398,12 @@ class Interpreter:
         target = st.inputs.get(index)
         if isinstance(target, _Buffer):
             np.copyto(target.array, arr)
+        elif t.is_variable and self._executors is not None and index not in st.sg.inputs:
+            # Variable tensors (RNN state) are the executor's own state: the next invoke reads them.
+            if index in st.exposed:
+                np.copyto(st.exposed[index].array, arr)
+            else:
+                self._executors[k].values[index] = np.array(arr, copy=True)
         elif index in st.sg.inputs:
             st.inputs[index] = np.array(arr, dtype=object, copy=True)
         elif index in st.exposed:
@@ -408,6 +422,8 @@ class Interpreter:
             return b.array if isinstance(b, _Buffer) else b
         if index in st.exposed:
             return st.exposed[index].array
+        if t.is_variable and self._executors is not None:
+            return np.asarray(self._executors[k].values[index])
         if index in st.values:
             return st.values[index]
         if t.data is not None:
@@ -442,14 +458,24 @@ class Interpreter:
             if b is None:   # snapshot into interpreter-owned memory, valid until the next invoke
                 b = st.exposed[index] = _Buffer(value.shape, value.dtype)
                 np.copyto(b.array, value)
-        return b.view()
+                t = self._model.subgraphs[k].tensors[index]
+                if t.is_variable and self._executors is not None:
+                    self._executors[k].values[index] = b.array   # writes through the view feed the model
+        view = b.view()
+        if self._model.subgraphs[k].tensors[index].data is not None and index not in st.sg.inputs:
+            view.flags.writeable = False   # a constant of the model: writes would be lost
+        return view
 
     def resize_tensor_input(self, input_index: int, tensor_size: Any, strict: bool = False) -> None:
         self._ensure_safe()
         self._resize(0, operator.index(input_index), tensor_size, strict)
 
     def _resize(self, k: int, index: int, tensor_size: Any, strict: bool) -> None:
-        dims = tuple(int(d) for d in np.array(tensor_size, dtype=np.int32).reshape(-1))
+        size = np.array(tensor_size, dtype=np.int32)
+        if size.ndim != 1:
+            raise ValueError(f"Shape should be 1D instead of {size.ndim}: resize_tensor_input got "
+                             f"{tensor_size!r}")
+        dims = tuple(int(d) for d in size)
         sg = self._model.subgraphs[k]
         if not 0 <= index < len(sg.tensors):
             raise RuntimeError(f"resize_tensor_input: tensor index {index} is out of range "
@@ -549,24 +575,31 @@ class Interpreter:
         return SignatureRunner(interpreter=self, signature_key=signature_key)
 
     def reset_all_variables(self) -> None:
-        """Variable tensors back to zero (int8: their zero point), as LiteRT does; resource variables
-        and CALL_ONCE initialisation are reset too, so the next invoke starts from the initial state."""
-        self._runtime.reset_variables()
+        """Variable tensors (is_variable: RNN/LSTM state) back to zero (int8: their zero point), as
+        LiteRT's ResetVariableTensors does. Like LiteRT, resource variables (VAR_HANDLE) keep their
+        values and CALL_ONCE initialisers do not run again; `infer.session.reset_variables` resets those."""
         if self._executors is None:
             return
         for ex in self._executors:
+            st = self._states.get(ex.subgraph.index)
             for t in ex.subgraph.tensors:
                 if t.is_variable:
                     fill = 0
                     if t.dtype == np.int8 and t.quantization is not None and t.quantization.zero_point.size:
                         fill = int(t.quantization.zero_point.reshape(-1)[0])
-                    ex.values[t.index] = np.full(t.shape, fill, dtype=t.dtype)
+                    if st is not None and t.index in st.exposed:   # in place: a held view sees it
+                        st.exposed[t.index].array.fill(fill)
+                    else:
+                        ex.values[t.index] = np.full(t.shape, fill, dtype=t.dtype)
 
     def num_subgraphs(self) -> int:
         return len(self._model.subgraphs)
 
     def _get_op_details(self, op_index: int) -> dict[str, Any]:
         sg = self._model.subgraphs[0]
+        op_index = operator.index(op_index)
+        if not 0 <= op_index < len(sg.operations):
+            raise ValueError(f"Invalid node index {op_index}: subgraph 0 has {len(sg.operations)} nodes")
         op = sg.operations[op_index]
 
         def types(indices: Sequence[int]) -> list[type]:
