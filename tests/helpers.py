@@ -126,3 +126,28 @@ def check_builtin(mb: ModelBuilder, inputs: Sequence[np.ndarray], rtol: float = 
 
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed + int(os.environ.get("ONERT_PY_TEST_SEED", "0")))
+
+
+# Every fixed-size tensor type LiteRT has (strings aside): the candidates of the per-op dtype audits.
+FIXED_DTYPES = ("float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+                "int64", "uint64", "bool", "complex64")
+
+
+def dtype_values(shape: Sequence[int], dtype: Any, seed: int = 0) -> np.ndarray:
+    """Random values of any tensor type, so that a kernel mixing up elements or bytes shows: floats with
+    fractions and both signs, signed ints with both signs, both bools, complex numbers with two
+    distinct parts, byte strings of varying length (dtype "string")."""
+    r = rng(seed)
+    n = int(np.prod(shape))
+    if dtype == "string" or np.dtype(dtype) == np.dtype(object):
+        words = [b"", b"a", b"bc", b"def", b"ghij", b"\xc3\xa9", b"kl"]
+        return np.array([words[k] for k in r.integers(0, len(words), n)], object).reshape(shape)
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return (r.integers(0, 2, n) == 1).reshape(shape)
+    if dt.kind == "f":
+        return r.uniform(-8, 8, n).astype(dt).reshape(shape)
+    if dt.kind == "c":
+        return (r.uniform(-8, 8, n) + 1j * r.uniform(-8, 8, n)).astype(dt).reshape(shape)
+    lo = -100 if dt.kind == "i" else 0
+    return r.integers(lo, 100, n).astype(dt).reshape(shape)

@@ -5,13 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
-from onert_py.backends.cpu.shape import int_input
+from onert_py.backends.cpu.shape import FIXED_TYPES, int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
-# Types LiteRT's data-movement kernels accept (they copy bytes, so most element types work).
-MOVE_TYPES = ("float32", "float16", "int32", "int64", "int8", "uint8", "int16", "uint16", "uint32",
-              "bool", "string")
-NUMERIC_TYPES = ("float32", "float16", "int32", "int64", "int8", "uint8", "int16", "bool")
 
 
 def _axis(axis: int, rank: int, ctx: KernelContext, extra: int = 0) -> int:
@@ -85,7 +81,7 @@ def pack(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("UNPACK", dtypes=("float32", "int32", "int8", "uint8", "int16", "bool"))
+@CPU.register("UNPACK", dtypes=("float32", "float16", "int32", "int8", "uint8", "int16", "bool"))
 def unpack(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
     x, outs = ctx.inputs[0], ctx.outputs
@@ -113,7 +109,7 @@ def _split_into(a: np.ndarray, sizes, axis: int, outs, v) -> None:
         start += n
 
 
-@CPU.register("SPLIT", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16"))
+@CPU.register("SPLIT", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16"))
 def split(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     x, outs = ctx.inputs[1], ctx.outputs
@@ -165,7 +161,7 @@ def split_v(ctx: KernelContext) -> Run:
 
 # ----------------------------------------------------------------------------- tile / transpose / reverse
 
-@CPU.register("TILE", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16", "bool", "string"))
+@CPU.register("TILE", dtypes=FIXED_TYPES + ("string",))
 def tile(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     x, (o,) = ctx.inputs[0], ctx.outputs
@@ -183,7 +179,7 @@ def tile(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("TRANSPOSE", dtypes=MOVE_TYPES)
+@CPU.register("TRANSPOSE", dtypes=FIXED_TYPES + ("string",))
 def transpose(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     x, (o,) = ctx.inputs[0], ctx.outputs
@@ -325,14 +321,14 @@ def _pad_run(ctx: KernelContext, get_value, mode: str = "constant", offset: int 
     return run
 
 
-@CPU.register("PAD", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16", "bool"))
+@CPU.register("PAD", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16", "bool"))
 def pad(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     value = _pad_value(ctx)
     return _pad_run(ctx, lambda: value)
 
 
-@CPU.register("PADV2", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16", "bool"))
+@CPU.register("PADV2", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16", "bool"))
 def padv2(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2, 3)
     if not ctx.has_input(2):
@@ -346,7 +342,7 @@ def padv2(ctx: KernelContext) -> Run:
     return _pad_run(ctx, lambda: np.ravel(v[t])[0])
 
 
-@CPU.register("MIRROR_PAD", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16"))
+@CPU.register("MIRROR_PAD", dtypes=FIXED_TYPES)
 def mirror_pad(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     mode = int(ctx.options.get("mode", 0))
@@ -401,7 +397,7 @@ def depth_to_space(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("SPACE_TO_BATCH_ND", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16"))
+@CPU.register("SPACE_TO_BATCH_ND", dtypes=FIXED_TYPES)
 def space_to_batch_nd(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
     x, (o,) = ctx.inputs[0], ctx.outputs
@@ -438,7 +434,7 @@ def space_to_batch_nd(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("BATCH_TO_SPACE_ND", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16"))
+@CPU.register("BATCH_TO_SPACE_ND", dtypes=FIXED_TYPES)
 def batch_to_space_nd(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
     x, (o,) = ctx.inputs[0], ctx.outputs
@@ -474,7 +470,13 @@ def batch_to_space_nd(ctx: KernelContext) -> Run:
 
 # ----------------------------------------------------------------------------- matrix diagonals
 
-@CPU.register("MATRIX_DIAG", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16"))
+# LiteRT's MATRIX_DIAG / MATRIX_SET_DIAG switch on int8/uint8/int16/int32/int64 and copy every other
+# type as a 4-byte float: right for float32 and uint32, wrong (and out of bounds) for float16, float64,
+# uint16, uint64, bool and complex64. We run those too, tested against the numpy definition.
+_DIAG_TYPES = FIXED_TYPES
+
+
+@CPU.register("MATRIX_DIAG", dtypes=_DIAG_TYPES)
 def matrix_diag(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
     x, (o,) = ctx.inputs[0], ctx.outputs
@@ -493,7 +495,7 @@ def matrix_diag(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("MATRIX_SET_DIAG", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16"))
+@CPU.register("MATRIX_SET_DIAG", dtypes=_DIAG_TYPES)
 def matrix_set_diag(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     x, d, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs

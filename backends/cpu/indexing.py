@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu.shape import int_input
+from onert_py.backends.cpu.shape import FIXED_TYPES, int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
-MOVE_TYPES = ("float32", "float16", "int32", "int64", "int8", "uint8", "int16", "uint16", "uint32",
-              "bool", "string")
 
 
 def _check_indices(idx: np.ndarray, limit: int, what: str = "index") -> None:
@@ -19,7 +17,7 @@ def _check_indices(idx: np.ndarray, limit: int, what: str = "index") -> None:
 
 # ----------------------------------------------------------------------------- slices
 
-@CPU.register("SLICE", dtypes=MOVE_TYPES)
+@CPU.register("SLICE", dtypes=FIXED_TYPES + ("string",))
 def slice_(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
     x, (o,) = ctx.inputs[0], ctx.outputs
@@ -138,7 +136,7 @@ def scatter_nd(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("STRIDED_SLICE", dtypes=MOVE_TYPES)
+@CPU.register("STRIDED_SLICE", dtypes=FIXED_TYPES + ("string",))
 def strided_slice(ctx: KernelContext) -> Run:
     """TF strided-slice semantics built as a numpy index (basic indexing: the result is a view)."""
     ctx.expect_inputs(4)
@@ -200,8 +198,7 @@ def strided_slice(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("DYNAMIC_UPDATE_SLICE", dtypes=("float32", "float16", "int32", "int64", "int8", "int16",
-                                              "bool"))
+@CPU.register("DYNAMIC_UPDATE_SLICE", dtypes=FIXED_TYPES)
 def dynamic_update_slice(ctx: KernelContext) -> Run:
     """Start indices are clamped so the update fits (as XLA and LiteRT do)."""
     ctx.expect_inputs(3)
@@ -251,7 +248,7 @@ def one_hot(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("WHERE", dtypes=("bool", "float32", "int32", "int64", "int8", "uint8"))
+@CPU.register("WHERE", dtypes=("bool", "float32", "int32", "uint32", "int64", "int8", "uint8"))
 def where(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
     c, (o,) = ctx.inputs[0], ctx.outputs
@@ -374,7 +371,7 @@ for _kind in ("SUM", "PROD", "MAX", "MIN"):
 
 # ----------------------------------------------------------------------------- lookups and dense
 
-@CPU.register("EMBEDDING_LOOKUP", dtypes=("float32", "int32", "int64", "int8", "uint8"))
+@CPU.register("EMBEDDING_LOOKUP", dtypes=FIXED_TYPES)
 def embedding_lookup(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     i_t, w_t, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs

@@ -12,13 +12,13 @@ from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_c
 from onert_py.backends.cpu.shape import int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
-_NUMERIC = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
-            "uint32", "bool")
+_DILATE_TYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                 "uint32", "uint64", "bool", "complex64")
 
 
 # ----------------------------------------------------------------------------- DILATE
 
-@CPU.register("DILATE", dtypes=_NUMERIC)
+@CPU.register("DILATE", dtypes=_DILATE_TYPES)
 def dilate(ctx: KernelContext) -> Run:
     """Interior padding: out[i0*d0, ..., iN*dN] = x[i0, ..., iN], every other element = padding_value.
     Output dims are (s - 1) * d + 1."""

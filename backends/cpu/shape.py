@@ -11,6 +11,10 @@ from onert_py.backends.registry import CPU, KernelContext, Run
 
 ALL_TYPES = ("float32", "float16", "float64", "int32", "int64", "int8", "uint8", "int16", "uint16",
              "uint32", "uint64", "bool", "string", "complex64", "complex128")
+# Every fixed-size type LiteRT has a tensor type for: what its element-copying kernels (TILE, TRANSPOSE,
+# SLICE, FILL, SPACE_TO_BATCH_ND, EMBEDDING_LOOKUP, ...) run, as they move elements by size.
+FIXED_TYPES = ("float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+               "int64", "uint64", "bool", "complex64")
 
 
 def int_input(ctx: KernelContext, i: int):
@@ -218,8 +222,7 @@ def broadcast_args(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("FILL", dtypes=("float32", "int32", "int64", "bool", "string", "int8", "int16",
-                              "float16"))
+@CPU.register("FILL", dtypes=FIXED_TYPES + ("string",))
 def fill(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     (o,) = ctx.outputs

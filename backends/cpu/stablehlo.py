@@ -13,6 +13,9 @@ from onert_py.backends.registry import CPU, KernelContext, Run
 
 _INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _NUM_TYPES = ("float32", "float64", "float16") + _INT_TYPES
+# LiteRT's elementwise StableHLO kernels also run bool, with C++ semantics: add/max = OR, mul/min = AND
+# (numpy's bool ufuncs agree).
+_ARITH_TYPES = _NUM_TYPES + ("bool",)
 
 
 def _binary(ctx: KernelContext, fn) -> Run:
@@ -28,22 +31,22 @@ def _binary(ctx: KernelContext, fn) -> Run:
     return run
 
 
-@CPU.register("STABLEHLO_ADD", dtypes=_NUM_TYPES)
+@CPU.register("STABLEHLO_ADD", dtypes=_ARITH_TYPES)
 def stablehlo_add(ctx: KernelContext) -> Run:
     return _binary(ctx, np.add)
 
 
-@CPU.register("STABLEHLO_MULTIPLY", dtypes=_NUM_TYPES)
+@CPU.register("STABLEHLO_MULTIPLY", dtypes=_ARITH_TYPES)
 def stablehlo_multiply(ctx: KernelContext) -> Run:
     return _binary(ctx, np.multiply)
 
 
-@CPU.register("STABLEHLO_MAXIMUM", dtypes=_NUM_TYPES)
+@CPU.register("STABLEHLO_MAXIMUM", dtypes=_ARITH_TYPES)
 def stablehlo_maximum(ctx: KernelContext) -> Run:
     return _binary(ctx, np.maximum)
 
 
-@CPU.register("STABLEHLO_MINIMUM", dtypes=_NUM_TYPES)
+@CPU.register("STABLEHLO_MINIMUM", dtypes=_ARITH_TYPES)
 def stablehlo_minimum(ctx: KernelContext) -> Run:
     return _binary(ctx, np.minimum)
 
@@ -71,7 +74,7 @@ def _ints(ctx: KernelContext, key: str, n: int | None = None, default: int = 0) 
     return out
 
 
-@CPU.register("STABLEHLO_PAD", dtypes=_NUM_TYPES + ("bool",))
+@CPU.register("STABLEHLO_PAD", dtypes=_ARITH_TYPES + ("complex64",))
 def stablehlo_pad(ctx: KernelContext) -> Run:
     """Edge padding (negative values crop) and interior padding between elements."""
     ctx.expect_inputs(2)

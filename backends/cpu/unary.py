@@ -293,7 +293,7 @@ def complex_abs(ctx: KernelContext) -> Run:
 # SELECT / SELECT_V2.
 
 _SELECT_TYPES = ("bool", "float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32",
-                 "uint32", "int64", "complex64")
+                 "uint32", "int64", "uint64", "complex64")
 
 
 def _select(ctx: KernelContext, v1: bool) -> Run:

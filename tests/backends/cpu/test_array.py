@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_close, assert_matches_litert, rng, run_litert, run_onert, single_op_model
+from helpers import (FIXED_DTYPES, assert_close, assert_matches_litert, check_builtin, dtype_values, rng, run_litert,
+                     run_onert, single_op_model)
+from onert_py.backends.registry import CPU
 
 R = rng(7)
 
@@ -341,3 +343,118 @@ def test_matrix_set_diag(dtype, shape):
     x = _data(shape, dtype)
     d = _data(shape[:-2] + (min(shape[-2:]),), dtype)
     _check("MATRIX_SET_DIAG", [("x", shape, dtype), ("d", d.shape, dtype)], [x, d], [("o", shape, dtype)])
+
+
+# ----------------------------------------------------------------------------- dtype audit
+# Every non-quantized type LiteRT 2.3's builtin kernels run for each op (found by running each op in
+# each candidate type), each compared with LiteRT on one case that moves every element. float16 SPLIT
+# and DEPTH_TO_SPACE run on the XNNPACK delegate only (the default interpreter).
+
+_SMALL = ("float32", "int8", "uint8", "int16", "int32", "int64")
+
+
+def _i32(a):
+    return ("const", np.array(a, np.int32))
+
+
+def _array_case(op, dt):
+    """(model, inputs) of a single `op` in type `dt`."""
+    if dt == "string":
+        dt = object
+    x = lambda *shape: dtype_values(shape, dt, seed=len(shape))  # noqa: E731
+    if op == "CONCATENATION":
+        a, b = x(2, 3), x(2, 2)
+        return single_op_model(op, [("a", [2, 3], dt), ("b", [2, 2], dt)], [("o", [2, 5], dt)],
+                               axis=1, fused_activation_function=0), [a, b]
+    if op == "PACK":
+        a, b = x(2, 3), x(3, 2).reshape(2, 3)
+        return single_op_model(op, [("a", [2, 3], dt), ("b", [2, 3], dt)], [("o", [2, 2, 3], dt)],
+                               values_count=2, axis=1), [a, b]
+    if op == "UNPACK":
+        return single_op_model(op, [("x", [2, 3], dt)], [(f"o{k}", [2], dt) for k in range(3)],
+                               num=3, axis=1), [x(2, 3)]
+    if op == "SPLIT":
+        return single_op_model(op, [_i32(1), ("x", [2, 4], dt)], [("o0", [2, 2], dt), ("o1", [2, 2], dt)],
+                               num_splits=2), [x(2, 4)]
+    if op == "SPLIT_V":
+        return single_op_model(op, [("x", [2, 5], dt), _i32([2, 3]), _i32(1)],
+                               [("o0", [2, 2], dt), ("o1", [2, 3], dt)], num_splits=2), [x(2, 5)]
+    if op == "TILE":
+        return single_op_model(op, [("x", [2, 3], dt), _i32([2, 2])], [("o", [4, 6], dt)]), [x(2, 3)]
+    if op == "TRANSPOSE":
+        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([2, 0, 1])], [("o", [4, 2, 3], dt)]), [x(2, 3, 4)]
+    if op == "REVERSE_V2":
+        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([1])], [("o", [2, 3, 4], dt)]), [x(2, 3, 4)]
+    if op == "REVERSE_SEQUENCE":
+        return single_op_model(op, [("x", [3, 4], dt), _i32([2, 3, 4])], [("o", [3, 4], dt)],
+                               seq_dim=1, batch_dim=0), [x(3, 4)]
+    if op in ("PAD", "PADV2", "MIRROR_PAD"):
+        ins = [("x", [3, 4], dt), _i32([[1, 2], [2, 1]])]
+        if op == "PADV2":
+            ins.append(("const", dtype_values([], dt, seed=9)))
+        opts = {"mode": 1} if op == "MIRROR_PAD" else {}
+        return single_op_model(op, ins, [("o", [6, 7], dt)], **opts), [x(3, 4)]
+    if op == "SPACE_TO_DEPTH":
+        return single_op_model(op, [("x", [1, 4, 2, 3], dt)], [("o", [1, 2, 1, 12], dt)], block_size=2), \
+            [x(1, 4, 2, 3)]
+    if op == "DEPTH_TO_SPACE":
+        return single_op_model(op, [("x", [1, 2, 1, 12], dt)], [("o", [1, 4, 2, 3], dt)], block_size=2), \
+            [x(1, 2, 1, 12)]
+    if op == "SPACE_TO_BATCH_ND":
+        return single_op_model(op, [("x", [1, 4, 3, 2], dt), _i32([2, 2]), _i32([[0, 0], [0, 1]])],
+                               [("o", [4, 2, 2, 2], dt)]), [x(1, 4, 3, 2)]
+    if op == "BATCH_TO_SPACE_ND":
+        return single_op_model(op, [("x", [4, 2, 2, 2], dt), _i32([2, 2]), _i32([[0, 1], [1, 0]])],
+                               [("o", [1, 3, 3, 2], dt)]), [x(4, 2, 2, 2)]
+    if op == "MATRIX_DIAG":
+        return single_op_model(op, [("x", [2, 3], dt)], [("o", [2, 3, 3], dt)]), [x(2, 3)]
+    if op == "MATRIX_SET_DIAG":
+        return single_op_model(op, [("x", [2, 3, 4], dt), ("d", [2, 3], dt)], [("o", [2, 3, 4], dt)]), \
+            [x(2, 3, 4), x(3, 2).reshape(2, 3)]
+    raise AssertionError(op)
+
+
+_ARRAY_DTYPES = {
+    "CONCATENATION": _SMALL + ("float16", "uint32", "bool"),
+    "PACK": _SMALL + ("uint32",),
+    "UNPACK": ("float32", "float16", "int8", "uint8", "int16", "int32", "bool"),
+    "SPLIT": _SMALL + ("float16",),
+    "SPLIT_V": _SMALL,
+    "TILE": FIXED_DTYPES + ("string",),
+    "TRANSPOSE": FIXED_DTYPES,
+    "REVERSE_V2": _SMALL + ("float16", "bool"),
+    "REVERSE_SEQUENCE": ("float32", "uint8", "int16", "int32", "int64"),
+    "PAD": _SMALL + ("float16", "bool"),
+    "PADV2": _SMALL + ("float16", "bool"),
+    "MIRROR_PAD": FIXED_DTYPES,
+    "SPACE_TO_DEPTH": ("float32", "int8", "uint8", "int32", "int64"),
+    "DEPTH_TO_SPACE": ("float32", "float16", "int8", "uint8", "int32", "int64"),
+    "SPACE_TO_BATCH_ND": FIXED_DTYPES,
+    "BATCH_TO_SPACE_ND": FIXED_DTYPES,
+    "MATRIX_DIAG": _SMALL + ("uint32",),
+    "MATRIX_SET_DIAG": _SMALL + ("uint32",),
+}
+_XNNPACK_ONLY = {("SPLIT", "float16"), ("DEPTH_TO_SPACE", "float16")}
+
+
+@pytest.mark.parametrize("op,dtype", [(op, d) for op, ds in _ARRAY_DTYPES.items() for d in ds])
+def test_array_dtypes(op, dtype):
+    mb, inputs = _array_case(op, dtype)
+    check_builtin(mb, inputs, delegate=(op, dtype) in _XNNPACK_ONLY)
+    assert set(_ARRAY_DTYPES[op]) <= set(CPU.dtypes[op])   # docs/ops.md lists what is tested
+
+
+@pytest.mark.parametrize("op", ["MATRIX_DIAG", "MATRIX_SET_DIAG"])
+@pytest.mark.parametrize("dtype", ["float16", "float64", "uint16", "uint64", "bool", "complex64"])
+def test_matrix_diag_other_types_numpy(op, dtype):
+    # LiteRT treats these types as 4-byte floats (wrong results); the numpy definition is the reference
+    mb, inputs = _array_case(op, dtype)
+    got = run_onert(mb, inputs)[0]
+    if op == "MATRIX_DIAG":
+        want = inputs[0][..., :, None] * np.eye(3, dtype=np.int64).astype(dtype)
+    else:
+        want = inputs[0].copy()
+        for i in range(3):
+            want[:, i, i] = inputs[1][:, i]
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, want)

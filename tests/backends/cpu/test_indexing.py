@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_matches_litert, rng, run_litert, run_onert, single_op_model
+from helpers import (FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_litert, run_onert,
+                     single_op_model)
+from onert_py.backends.registry import CPU
 
 R = rng(23)
 
@@ -363,3 +365,99 @@ def test_cumsum(dtype, shape, axis, exclusive, reverse):
 def test_bucketize(dtype, shape):
     x = (R.integers(-10, 10, size=shape) * (0.5 if np.dtype(dtype).kind == "f" else 1)).astype(dtype)
     _check("BUCKETIZE", [("x", shape, dtype)], [x], [("o", shape, np.int32)], boundaries=[-3.0, 0.0, 0.5, 4.0])
+
+
+# ----------------------------------------------------------------------------- dtype audit
+# Every non-quantized type LiteRT 2.3's builtin kernels run for each op (found by running each op in
+# each candidate type), each compared with LiteRT on one case.
+
+_SMALL = ("float32", "int8", "uint8", "int16", "int32", "int64")
+
+
+def _i32(a):
+    return ("const", np.array(a, np.int32))
+
+
+def _indexing_case(op, dt):
+    """(model, inputs) of a single `op` in type `dt`."""
+    if dt == "string":
+        dt = object
+    x = lambda *shape: dtype_values(shape, dt, seed=len(shape))  # noqa: E731
+    if op == "SLICE":
+        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([0, 1, 1]), _i32([2, 2, -1])],
+                               [("o", [2, 2, 3], dt)]), [x(2, 3, 4)]
+    if op == "STRIDED_SLICE":
+        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([1, 0, 3]), _i32([2, 3, 0]), _i32([1, 2, -2])],
+                               [("o", [1, 2, 2], dt)]), [x(2, 3, 4)]
+    if op == "GATHER":
+        if dt is object:   # LiteRT gathers strings from 1-D inputs only
+            return single_op_model(op, [("x", [5], dt), _i32([3, 0, 3, 4])], [("o", [4], dt)], axis=0), [x(5)]
+        return single_op_model(op, [("x", [4, 3], dt), _i32([[3, 0], [2, 2]])], [("o", [2, 2, 3], dt)],
+                               axis=0), [x(4, 3)]
+    if op == "GATHER_ND":
+        return single_op_model(op, [("x", [4, 3], dt), _i32([[3], [1], [3]])], [("o", [3, 3], dt)]), [x(4, 3)]
+    if op == "SCATTER_ND":
+        return single_op_model(op, [_i32([[3], [1]]), ("u", [2, 3], dt), _i32([4, 3])], [("o", [4, 3], dt)]), \
+            [x(2, 3)]
+    if op == "DYNAMIC_UPDATE_SLICE":
+        return single_op_model(op, [("x", [4, 3], dt), ("u", [2, 2], dt), _i32([1, 1])], [("o", [4, 3], dt)]), \
+            [x(4, 3), x(2, 2)]
+    if op == "ONE_HOT":
+        on, off = dtype_values([2], dt, seed=5)
+        return single_op_model(op, [_i32([0, 2, -1, 1]), _i32(3), ("const", on), ("const", off)],
+                               [("o", [4, 3], dt)], axis=-1), []
+    if op == "WHERE":
+        c = x(3, 4)
+        c.reshape(-1)[::3] = 0
+        return single_op_model(op, [("c", [3, 4], dt)], [("o", [-1, 2], np.int64)]), [c]
+    if op == "UNIQUE":
+        u = np.tile(x(4), 3)[[0, 5, 2, 2, 7, 1, 0, 11, 3, 4]]
+        return single_op_model(op, [("x", [10], dt)], [("o", [-1], dt), ("i", [10], np.int32)],
+                               idx_out_type=2), [u]
+    if op == "SEGMENT_SUM":
+        return single_op_model(op, [("x", [4, 2], dt), _i32([0, 0, 1, 2])], [("o", [3, 2], dt)]), [x(4, 2)]
+    if op.startswith("UNSORTED_SEGMENT_"):
+        return single_op_model(op, [("x", [5, 2], dt), _i32([0, 2, 1, 2, 0]), _i32(3)], [("o", [3, 2], dt)]), \
+            [x(5, 2)]
+    if op == "EMBEDDING_LOOKUP":
+        return single_op_model(op, [_i32([2, 0, 2]), ("v", [3, 4], dt)], [("o", [3, 4], dt)]), [x(3, 4)]
+    if op == "SPARSE_TO_DENSE":
+        vals, default = dtype_values([2], dt, seed=6), dtype_values([], dt, seed=7)
+        return single_op_model(op, [_i32([[0, 1], [2, 0]]), _i32([3, 3]), ("const", vals), ("const", default)],
+                               [("o", [3, 3], dt)], validate_indices=False), []
+    if op == "CUMSUM":
+        return single_op_model(op, [("x", [2, 5], dt), _i32(1)], [("o", [2, 5], dt)],
+                               exclusive=False, reverse=True), [x(2, 5)]
+    if op == "BUCKETIZE":
+        return single_op_model(op, [("x", [2, 5], dt)], [("o", [2, 5], np.int32)],
+                               boundaries=[-50.0, -1.0, 0.0, 2.5, 40.0]), [x(2, 5)]
+    raise AssertionError(op)
+
+
+_INDEXING_DTYPES = {
+    "SLICE": FIXED_DTYPES + ("string",),
+    "STRIDED_SLICE": FIXED_DTYPES + ("string",),
+    "GATHER": _SMALL + ("float16", "bool", "string"),
+    "GATHER_ND": _SMALL + ("float16", "bool", "string"),
+    "SCATTER_ND": ("float32", "int8", "uint8", "int32", "int64", "bool"),
+    "DYNAMIC_UPDATE_SLICE": FIXED_DTYPES,
+    "ONE_HOT": ("float32", "int8", "uint8", "int32", "int64", "bool"),
+    "WHERE": ("float32", "int8", "uint8", "int32", "uint32", "int64", "bool"),
+    "UNIQUE": _SMALL,
+    "SEGMENT_SUM": ("float32", "int32"),
+    "UNSORTED_SEGMENT_SUM": ("float32", "int32"),
+    "UNSORTED_SEGMENT_PROD": ("float32", "int32"),
+    "UNSORTED_SEGMENT_MAX": ("float32", "int32"),
+    "UNSORTED_SEGMENT_MIN": ("float32", "int32"),
+    "EMBEDDING_LOOKUP": FIXED_DTYPES,
+    "SPARSE_TO_DENSE": ("float32", "int8", "uint8", "int32", "int64"),
+    "CUMSUM": ("float32", "int32", "int64"),
+    "BUCKETIZE": ("float32", "float64", "int32", "int64"),
+}
+
+
+@pytest.mark.parametrize("op,dtype", [(op, d) for op, ds in _INDEXING_DTYPES.items() for d in ds])
+def test_indexing_dtypes(op, dtype):
+    mb, inputs = _indexing_case(op, dtype)
+    check_builtin(mb, inputs)
+    assert set(_INDEXING_DTYPES[op]) <= set(CPU.dtypes[op])   # docs/ops.md lists what is tested

@@ -3,7 +3,9 @@ against LiteRT."""
 import numpy as np
 import pytest
 
-from helpers import assert_matches_litert, rng, run_litert, run_onert, single_op_model
+from helpers import (FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_litert, run_onert,
+                     single_op_model)
+from onert_py.backends.registry import CPU
 
 R = rng(41)
 F32 = np.float32
@@ -21,6 +23,16 @@ def test_dilate_int():
     mb = single_op_model("DILATE", [("x", x.shape, np.int32), ("const", np.array([3, 2], np.int32)),
                                     ("p", [], np.int32)], [("o", [4, 5], np.int32)])
     assert_matches_litert(mb, [x, np.array(7, np.int32)])
+
+
+@pytest.mark.parametrize("dtype", FIXED_DTYPES)
+def test_dilate_dtypes(dtype):
+    # LiteRT 2.3's DILATE moves elements of every fixed-size type
+    x = dtype_values([2, 3], dtype, seed=1)
+    mb = single_op_model("DILATE", [("x", [2, 3], dtype), ("const", np.array([2, 3], np.int32)),
+                                    ("const", dtype_values([], dtype, seed=2))], [("o", [3, 7], dtype)])
+    check_builtin(mb, [x])
+    assert dtype in CPU.dtypes["DILATE"]
 
 
 @pytest.mark.parametrize("fn", [1, 2, 3, 4])

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_matches_litert, rng, run_onert, single_op_model
+from helpers import FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_onert, single_op_model
+from onert_py.backends.registry import CPU
 
 R = rng(11)
 
@@ -203,3 +204,57 @@ def test_range_bad_delta_fails():
                          [("o", [-1], np.int32)])
     with pytest.raises(onert_py.OnertPyError, match="RANGE"):
         run_onert(mb, [np.array(0, np.int32), np.array(5, np.int32), np.array(-1, np.int32)])
+
+
+# ----------------------------------------------------------------------------- dtype audit
+# Every non-quantized type LiteRT 2.3's builtin kernels run for each op (found by running each op in
+# each candidate type), each compared with LiteRT on one case.
+
+def _i32(a):
+    return ("const", np.array(a, np.int32))
+
+
+def _shape_case(op, dt):
+    """(model, inputs) of a single `op` in type `dt`."""
+    if dt == "string":
+        dt = object
+    x = lambda *shape: dtype_values(shape, dt, seed=len(shape))  # noqa: E731
+    if op == "RESHAPE":
+        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([4, -1])], [("o", [4, 6], dt)]), [x(2, 3, 4)]
+    if op == "SQUEEZE":
+        return single_op_model(op, [("x", [2, 1, 3], dt)], [("o", [2, 3], dt)], squeeze_dims=[1]), [x(2, 1, 3)]
+    if op == "EXPAND_DIMS":
+        return single_op_model(op, [("x", [2, 3], dt), _i32(-1)], [("o", [2, 3, 1], dt)]), [x(2, 3)]
+    if op == "SHAPE":
+        return single_op_model(op, [("x", [2, 3, 4], dt)], [("o", [3], np.int32)], out_type=2), [x(2, 3, 4)]
+    if op == "RANK":
+        return single_op_model(op, [("x", [2, 3, 4], dt)], [("o", [], np.int32)]), [x(2, 3, 4)]
+    if op == "BROADCAST_TO":
+        return single_op_model(op, [("x", [1, 3], dt), _i32([2, 2, 3])], [("o", [2, 2, 3], dt)], version=2), \
+            [x(1, 3)]
+    if op == "FILL":
+        return single_op_model(op, [_i32([2, 3]), ("v", [], dt)], [("o", [2, 3], dt)]), [x()]
+    if op == "RANGE":
+        start, delta = np.array(-3, dt), np.array(2, dt)
+        return single_op_model(op, [("s", [], dt), ("const", np.array(8, dt)), ("d", [], dt)], [("o", [-1], dt)]), \
+            [start, delta]
+    raise AssertionError(op)
+
+
+_SHAPE_DTYPES = {
+    "RESHAPE": FIXED_DTYPES + ("string",),
+    "SQUEEZE": FIXED_DTYPES + ("string",),
+    "EXPAND_DIMS": FIXED_DTYPES + ("string",),
+    "SHAPE": FIXED_DTYPES + ("string",),
+    "RANK": FIXED_DTYPES + ("string",),
+    "BROADCAST_TO": FIXED_DTYPES,
+    "FILL": FIXED_DTYPES + ("string",),
+    "RANGE": ("float32", "int32", "int64"),
+}
+
+
+@pytest.mark.parametrize("op,dtype", [(op, d) for op, ds in _SHAPE_DTYPES.items() for d in ds])
+def test_shape_dtypes(op, dtype):
+    mb, inputs = _shape_case(op, dtype)
+    check_builtin(mb, inputs)
+    assert set(_SHAPE_DTYPES[op]) <= set(CPU.dtypes[op])   # docs/ops.md lists what is tested

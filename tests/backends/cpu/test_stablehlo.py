@@ -2,43 +2,47 @@
 import numpy as np
 import pytest
 
-from helpers import assert_matches_litert, rng, run_onert, single_op_model
+from helpers import FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_onert, single_op_model
+from onert_py.backends.registry import CPU
 from onert_py.schema.writer import ModelBuilder
 
 BINARY = {"STABLEHLO_ADD": np.add, "STABLEHLO_MULTIPLY": np.multiply,
           "STABLEHLO_MAXIMUM": np.maximum, "STABLEHLO_MINIMUM": np.minimum}
 
 
+# LiteRT 2.3 runs the elementwise StableHLO ops in every real type and bool (not complex64).
+_REAL_AND_BOOL = tuple(d for d in FIXED_DTYPES if d != "complex64")
+_INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+
+
 @pytest.mark.parametrize("op", sorted(BINARY))
-@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("dtype", _REAL_AND_BOOL)
 def test_binary(op, dtype):
-    g = rng(1)
     shape = [2, 3, 4]
-    a = (g.uniform(-5, 5, shape) if dtype == np.float32 else g.integers(-50, 50, shape)).astype(dtype)
-    b = (g.uniform(-5, 5, shape) if dtype == np.float32 else g.integers(-50, 50, shape)).astype(dtype)
+    a, b = dtype_values(shape, dtype, seed=1), dtype_values(shape, dtype, seed=2)
     m = single_op_model(op, [("a", shape, dtype), ("b", shape, dtype)], [("o", shape, dtype)])
-    out = assert_matches_litert(m, [a, b])
-    np.testing.assert_allclose(out[0], BINARY[op](a, b))
+    out = check_builtin(m, [a, b], rtol=1e-3 if dtype == "float16" else 1e-5)
+    want = BINARY[op](a, b)   # integers wrap; bool add/max = OR, multiply/min = AND, as in C++
+    np.testing.assert_array_equal(out[0], want)
+    assert set(_REAL_AND_BOOL) <= set(CPU.dtypes[op])
 
 
-@pytest.mark.parametrize("dtype", [np.bool_, np.int32])
+@pytest.mark.parametrize("dtype", ("bool",) + _INTS)
 def test_and(dtype):
-    g = rng(2)
     shape = [3, 5]
-    if dtype == np.bool_:
-        a, b = g.random(shape) < 0.5, g.random(shape) < 0.5
-    else:
-        a, b = g.integers(-100, 100, shape).astype(dtype), g.integers(-100, 100, shape).astype(dtype)
+    a, b = dtype_values(shape, dtype, seed=3), dtype_values(shape, dtype, seed=4)
     m = single_op_model("STABLEHLO_AND", [("a", shape, dtype), ("b", shape, dtype)], [("o", shape, dtype)])
-    assert_matches_litert(m, [a, b])
+    check_builtin(m, [a, b])
 
 
-def test_shift_left():
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])
+def test_shift_left(dtype):
     g = rng(3)
-    a = g.integers(-1000, 1000, [4, 6]).astype(np.int32)
-    s = g.integers(0, 20, [4, 6]).astype(np.int32)
-    m = single_op_model("STABLEHLO_SHIFT_LEFT", [("a", [4, 6], np.int32), ("s", [4, 6], np.int32)],
-                        [("o", [4, 6], np.int32)])
+    bits = np.iinfo(dtype).bits
+    a = g.integers(-100, 100, [4, 6]).astype(dtype)
+    s = g.integers(0, bits, [4, 6]).astype(dtype)
+    m = single_op_model("STABLEHLO_SHIFT_LEFT", [("a", [4, 6], dtype), ("s", [4, 6], dtype)],
+                        [("o", [4, 6], dtype)])
     assert_matches_litert(m, [a, s])
 
 
@@ -55,6 +59,16 @@ def test_pad(low, high, interior):
                         [("o", out_shape, np.float32)],
                         edge_padding_low=low, edge_padding_high=high, interior_padding=interior)
     assert_matches_litert(m, [x])
+
+
+@pytest.mark.parametrize("dtype", FIXED_DTYPES)
+def test_pad_dtypes(dtype):
+    x = dtype_values([3, 4], dtype, seed=5)
+    m = single_op_model("STABLEHLO_PAD", [("x", [3, 4], dtype), ("const", dtype_values([], dtype, seed=6))],
+                        [("o", [5, 10], dtype)], edge_padding_low=[1, -1], edge_padding_high=[1, 1],
+                        interior_padding=[0, 2])
+    check_builtin(m, [x])
+    assert dtype in CPU.dtypes["STABLEHLO_PAD"]
 
 
 # (operand shape, indices, offset_dims, collapsed, start_index_map, index_vector_dim, slice_sizes, out shape)
