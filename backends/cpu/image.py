@@ -38,8 +38,8 @@ def _size_input(ctx: KernelContext):
 
 def _resize(ctx: KernelContext, dtypes: tuple[str, ...], plan_fn, apply) -> Run:
     """Shared RESIZE_* kernel: `plan_fn(x_shape, (oh, ow), align, half)` builds the index/weight tables
-    once per input shape and size (at prepare time when both are static); `apply(x, plan, scratch)`
-    returns a fresh output."""
+    once per input shape and size (at prepare time when both are static); `apply(x, plan, scratch,
+    alloc)` returns the output, written into `alloc(shape)`."""
     ctx.expect_inputs(2)
     x_t = ctx.input_tensor(0)
     if x_t.dtype.name not in dtypes or ctx.output_dtype() != x_t.dtype:
@@ -55,6 +55,7 @@ def _resize(ctx: KernelContext, dtypes: tuple[str, ...], plan_fn, apply) -> Run:
     size_const, s_i = _size_input(ctx)
     plans: dict = {}
     scratch = Scratch.of(ctx, x_t.dtype)
+    alloc = ctx.output_buffer(0)     # apply writes a fresh array (np.take copies), never a view of x
     x_i = ctx.inputs[0]
     (o_i,) = ctx.outputs
     v = ctx.values
@@ -76,7 +77,7 @@ def _resize(ctx: KernelContext, dtypes: tuple[str, ...], plan_fn, apply) -> Run:
             x = v[x_i]
             if x.shape != x_shape:   # a value whose shape differs from the declared one
                 return run()
-            v[o_i] = apply(x, plan, scratch)
+            v[o_i] = apply(x, plan, scratch, alloc)
 
     def run() -> None:
         x = v[x_i]
@@ -91,7 +92,7 @@ def _resize(ctx: KernelContext, dtypes: tuple[str, ...], plan_fn, apply) -> Run:
                 raise ValueError(f"size {list(size)} must be positive")
         if x.ndim != 4:
             raise ValueError(f"input must have rank 4 (NHWC), has shape {list(x.shape)}")
-        v[o_i] = apply(x, get_plan(x.shape, size), scratch)
+        v[o_i] = apply(x, get_plan(x.shape, size), scratch, alloc)
     return run_static if size_const is not None and not x_t.is_dynamic else run
 
 
@@ -138,11 +139,11 @@ def _lerp_pass(src, p, out, tmp):
     return out
 
 
-def _bilinear_apply(x, plan, scratch):
+def _bilinear_apply(x, plan, scratch, alloc):
     w_pass, h_pass, mid_shape, mid_n, out_shape, out_n = plan
     buf = scratch.get(mid_n + max(mid_n, out_n))
     mid = _lerp_pass(x, w_pass, buf[:mid_n].reshape(mid_shape), buf[mid_n:2 * mid_n].reshape(mid_shape))
-    out = np.empty(out_shape, np.float32)   # the only fresh array: the output
+    out = alloc(out_shape)   # the output: the planned buffer
     return _lerp_pass(mid, h_pass, out, buf[mid_n:mid_n + out_n].reshape(out_shape))
 
 
@@ -171,10 +172,10 @@ def _nearest_plan(x_shape, out_hw, align, half):
             n * oh * iw * c, (n, oh, ow, c))
 
 
-def _nearest_apply(x, plan, scratch):
+def _nearest_apply(x, plan, scratch, alloc):
     ys, xs, mid_shape, mid_n, out_shape = plan
     mid = x.take(ys, 1, scratch.get(mid_n).reshape(mid_shape), "clip")
-    return mid.take(xs, 2, np.empty(out_shape, x.dtype), "clip")
+    return mid.take(xs, 2, alloc(out_shape), "clip")
 
 
 _NEAREST_TYPES = ("float32", "int32", "int64", "int16", "int8", "uint8")

@@ -124,12 +124,13 @@ def _pool(ctx: KernelContext, kind: str) -> Run:
     x_i = ctx.inputs[0]
     (o_i,) = ctx.outputs
     v = ctx.values
+    alloc = ctx.output_buffer(0)     # every path writes a fresh array, never a view of x
 
     def run() -> None:
         x = v[x_i]
         n, h, w, c = x.shape
         oh, ow, tiled, h_taps, w_taps, count = get_plan(x.shape)
-        y = np.empty((n, oh, ow, c), np.float32)
+        y = alloc((n, oh, ow, c))
         if y.size:
             if square:
                 x = np.square(x)
@@ -179,7 +180,7 @@ def _pool(ctx: KernelContext, kind: str) -> Run:
         if kw == 1:
             y = r5.reshape(out_shape)      # kh > 1 here: r is a fresh array, not a view of x
         else:
-            y = fn(r5[taps_w[0]], r5[taps_w[1]])
+            y = fn(r5[taps_w[0]], r5[taps_w[1]], out=alloc(out_shape))
             for t in taps_w[2:]:
                 fn(y, r5[t], out=y)
         if count is not None:
