@@ -34,6 +34,9 @@ _INNER = 1024
 _PRIVATE_PAD_BYTES = 256 << 10
 # im2col matrices up to this size live in a shared work buffer; larger ones are allocated per run.
 _KEEP_COLS_BYTES = 16 << 20
+# Convolutions (2-D, at most 9 taps) of inputs with at most this many channels gather their patches
+# transposed (measured 10-20 % faster on the 3x3 RGB stems; 5x5 stems are faster untransposed).
+_FEW_CHANNELS = 4
 # Strided depthwise with at least this many channels: C-long inner loops (see DepthwisePlan).
 _INNER_C_MIN = 96
 # Strided depthwise without padding, KW <= 3 and fewer channels than this computes every column and
@@ -335,6 +338,13 @@ class ConvPlan:
             self.vshape = (n,) + tuple(out) + tuple(filt) + (c,)
             self.vstrides = ((dim[0],) + tuple(s * d for s, d in zip(strides, dim[1:]))
                              + tuple(dl * d for dl, d in zip(dils, dim[1:])) + (_ISZ,))
+            # Few input channels (an RGB image): the patches are gathered transposed, [*filt, C, N, *out],
+            # whose copy runs along output columns instead of C-float rows; sgemm reads them transposed.
+            self.transposed = nd == 2 and c <= _FEW_CHANNELS and int(np.prod(filt)) <= 9
+            if self.transposed:
+                order = (3, 4, 5, 0, 1, 2)
+                self.vshape = tuple(self.vshape[i] for i in order)
+                self.vstrides = tuple(self.vstrides[i] for i in order)
             self.direct = not any(a or b for a, b in pads)
             self.padded = None if self.direct else Padded(owner, (n,) + padded + (c,),
                                                           [(a, s) for s, (a, _) in zip(sp, pads)])
@@ -371,7 +381,7 @@ class ConvPlan:
                              if self.cols_arena is not None else None)
             cols = self.cols if self.cols is not None else np.empty(self.vshape, _F32)
             np.copyto(cols, view)
-            np.matmul(cols.reshape(m, -1), self.w2, out=y2)
+            np.matmul(cols.reshape(-1, m).T if self.transposed else cols.reshape(m, -1), self.w2, out=y2)
         else:   # channel-sum
             np.matmul(self.dw.run(x).reshape(m, -1), self.ones, out=y2)
         if self.bias is not None:

@@ -232,7 +232,10 @@ CONV_LAYOUTS = [
     # (x_shape, k, out channels, strides, dilations): the ConvPlan branch exercised
     ([2, 7, 9, 6], 1, 5, (1, 1), (1, 1)),         # pointwise (one sgemm), batch 2, odd M for the bias rows
     ([1, 13, 17, 3], 1, 7, (2, 2), (1, 1)),       # 1x1 with stride 2: im2col
-    ([2, 9, 8, 3], 3, 6, (2, 1), (1, 2)),         # im2col with dilation_w 2, batch 2
+    ([2, 9, 8, 3], 3, 6, (2, 1), (1, 2)),         # im2col (3 channels: transposed) with dilation_w 2, batch 2
+    ([1, 13, 15, 3], 3, 8, (2, 2), (1, 1)),       # RGB stem 3x3/2: transposed im2col
+    ([1, 12, 12, 3], 5, 4, (2, 2), (1, 1)),       # 5x5 RGB stem: row-major im2col
+    ([2, 9, 10, 6], 3, 5, (1, 2), (2, 1)),        # row-major im2col, dilation_h 2, batch 2
     ([1, 40, 40, 8], 3, 1, (1, 1), (1, 1)),       # one output channel, large: depthwise einsum + channel sum
     ([2, 60, 61, 8], 3, 1, (2, 2), (1, 1)),       # the same with stride 2 and batch 2
     ([1, 3, 3, 32], 3, 1, (3, 3), (1, 1)),        # one output channel, small: im2col
@@ -381,5 +384,6 @@ def test_layout_tables_cover_every_branch():
             out, pads = _geometry(x_shape[1:3], (k, k), strides, dils, padding)
             w2 = np.zeros((k * k * x_shape[-1], cout), np.float32)
             p = _conv_plan.ConvPlan(tuple(x_shape), w2, (k, k), strides, dils, out, pads, None)
-            conv_kinds.add((p.kind, getattr(p, "direct", None)))
-    assert conv_kinds >= {("pointwise", None), ("im2col", True), ("im2col", False), ("channel-sum", None)}
+            conv_kinds.add((p.kind, getattr(p, "direct", None), getattr(p, "transposed", None)))
+    assert conv_kinds >= {("pointwise", None, None), ("im2col", True, False), ("im2col", False, False),
+                          ("im2col", True, True), ("im2col", False, True), ("channel-sum", None, None)}
