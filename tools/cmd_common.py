@@ -239,7 +239,11 @@ class Inputs:
         return f"input {k} {self.names[k]!r}: shape {shape}{model} dtype {dtype}  {self.sources[k]}"
 
     def random_names(self) -> list[str]:
-        return [n for n, r in zip(self.names, self.random) if r]
+        """Inputs with random values, integer ones only when there are any: counts, ids and indices
+        are what random values break; random floats rarely make a run fail."""
+        rand = [k for k, r in enumerate(self.random) if r]
+        ints = [k for k in rand if self.arrays[k].dtype.kind in "biu"]
+        return [self.names[k] for k in (ints or rand)]
 
 
 def input_names(sess: Any) -> tuple[list[str], dict[str, int]]:
@@ -428,6 +432,10 @@ def prepare_inputs(sess: Any, args: argparse.Namespace) -> Inputs:
     if shapes:
         infos = sess.get_inputs_tensorinfo()
         for k, dims in shapes.items():
+            want = declared[k]
+            if len(dims) != len(want) or any(w >= 0 and w != d for w, d in zip(want, dims)):
+                raise CliError(f"--input-shape: input {k} ({names[k]!r}) has shape {dims}, the model "
+                               f"expects {want}" + (" (-1 = any size)" if -1 in want else ""))
             infos[k].dims, infos[k].rank = dims, len(dims)
         for k, info in enumerate(infos):
             if k in given and k not in shapes:  # a file's shape fixes its input too

@@ -3,6 +3,7 @@ same inputs, print a per-output error table, and optionally dump every intermedi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -67,9 +68,34 @@ def compare_detail(got: np.ndarray, want: np.ndarray, rtol: float, atol: float
     scale = np.abs(w)
     rel = np.divide(diff, scale, out=np.zeros_like(diff), where=scale > 0)
     exact = got.dtype.kind in "biu" and want.dtype.kind in "biu"
-    good = same if exact else diff <= atol + rtol * scale  # NaN diff -> not good
+    # `same` first: NaN vs NaN (and inf vs inf) pass even though |want| = NaN makes the bound NaN.
+    good = same if exact else same | (diff <= atol + rtol * scale)
     bad = int(good.size - np.count_nonzero(good))
     return float(np.max(diff)), float(np.max(rel)), bad == 0 and not note, note, bad
+
+
+def needed_atol(got: np.ndarray, want: np.ndarray, rtol: float) -> float | None:
+    """The smallest atol with which a float output would pass at this rtol; None when no atol can
+    help (shapes or dtypes differ, NaN against a number, integer outputs)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or got.dtype != want.dtype or got.dtype.kind not in "fc":
+        return None
+    g, w = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64), \
+        want.astype(np.complex128 if want.dtype.kind == "c" else np.float64)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    diff = np.abs(g - w)
+    if np.isnan(diff[~same]).any():
+        return None
+    excess = np.where(same, 0.0, diff - rtol * np.abs(w))
+    return float(max(excess.max(initial=0.0), 0.0))
+
+
+def _round_up(x: float) -> float:
+    """x rounded up to two significant digits, so that the printed tolerance really suffices."""
+    if x <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return math.ceil(x / step * (1 + 1e-9)) * step
 
 
 def _fmt(x: float | None) -> str:
@@ -162,8 +188,13 @@ def load_expected(path: str, names: Sequence[str]) -> list[np.ndarray]:
 
 # ---- dumping intermediates
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "t"
+def _safe(name: str, limit: int = 64) -> str:
+    """A file-name-safe form of a tensor name; TF's fused names (hundreds of characters) are cut
+    and given a hash of the full name, so they stay unique and under the file-name limit."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "t"
+    if len(safe) <= limit:
+        return safe
+    return f"{safe[:limit - 9]}_{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
 def _savable(arr: Any) -> np.ndarray:
@@ -279,6 +310,18 @@ def _describe_inputs(inputs: Inputs) -> None:
         print(inputs.line(k))
 
 
+def _dump(dump_dir: Path, recorder: OpRecorder, sess: Any, interpreter: Any, args: argparse.Namespace) -> None:
+    n = recorder.save(dump_dir, sess.model)
+    print(f"dumped {n} onert-py tensor(s) to {dump_dir}")
+    if interpreter is not None and sess.subgraph_index == 0:
+        m, first = dump_litert(dump_dir, recorder, sess.model, interpreter, args.rtol, args.atol)
+        print(f"dumped {m} LiteRT subgraph-0 tensor(s) to {dump_dir / 'litert'}")
+        print("first differing op: " + (first or "none in subgraph 0"))
+    elif interpreter is not None:
+        print("LiteRT tensors are dumped for subgraph 0 only; this signature runs subgraph "
+              f"{sess.subgraph_index}")
+
+
 def compare_cmd(args: argparse.Namespace) -> int:
     _check_args(args)
     sess = open_session(args)
@@ -308,10 +351,12 @@ def compare_cmd(args: argparse.Namespace) -> int:
     if len(want) != len(got):
         raise CliError(f"{ref_label} gives {len(want)} outputs, onert-py {len(got)}")
 
-    rows, all_ok = [], True
+    rows, all_ok, atols = [], True, []
     for k, (name, g, w) in enumerate(zip(names, got, want)):
         max_abs, max_rel, ok, note, bad = compare_detail(g, w, args.rtol, args.atol)
         all_ok &= ok
+        if not ok:
+            atols.append(needed_atol(g, w, args.rtol))
         dtype = "string" if g.dtype == object else str(g.dtype)
         rows.append((str(k), name, str(list(g.shape)), dtype, _fmt(max_abs), _fmt(max_rel),
                      "-" if bad is None else f"{bad}/{np.size(g)}",
@@ -322,16 +367,17 @@ def compare_cmd(args: argparse.Namespace) -> int:
                        rows))
 
     if recorder is not None:
-        n = recorder.save(dump_dir, sess.model)
-        print(f"dumped {n} onert-py tensor(s) to {dump_dir}")
-        if interpreter is not None and sess.subgraph_index == 0:
-            m, first = dump_litert(dump_dir, recorder, sess.model, interpreter, args.rtol, args.atol)
-            print(f"dumped {m} LiteRT subgraph-0 tensor(s) to {dump_dir / 'litert'}")
-            print("first differing op: " + (first or "none in subgraph 0"))
-        elif interpreter is not None:
-            print("LiteRT tensors are dumped for subgraph 0 only; this signature runs subgraph "
-                  f"{sess.subgraph_index}")
+        try:
+            _dump(dump_dir, recorder, sess, interpreter, args)
+        except OSError as e:
+            raise CliError(f"cannot write to --dump-dir {dump_dir}: {e}") from None
     if args.save_inputs:
         print(f"saved {len(inputs.arrays)} input(s) to {args.save_inputs}")
-    print("PASS" if all_ok else "FAIL")
-    return 0 if all_ok else 1
+    if all_ok:
+        print("PASS")
+        return 0
+    if atols and all(a is not None for a in atols):  # float rounding only: say how far off
+        print(f"FAIL (every output would pass with --atol {_round_up(max(atols)):.2g} at --rtol {args.rtol:g})")
+    else:
+        print("FAIL")
+    return 1

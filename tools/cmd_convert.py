@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +18,12 @@ _EXTENSIONS = {".circle": "circle", ".tflite": "tflite"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="re-serialize a model as .tflite or .circle")
+    p = sub.add_parser("convert", help="re-serialize a model as .tflite or .circle",
+                       description="Re-serialize a model (.tflite, .circle or nnpackage) as TFLite or "
+                                   "Circle. The new file is reloaded and checked against the original "
+                                   "before it replaces OUT, so a failed conversion leaves no file behind.")
     p.add_argument("input", help="model to read")
-    p.add_argument("output", help="file to write")
+    p.add_argument("output", metavar="OUT", help="file to write (.tflite or .circle; not the input)")
     p.add_argument("--format", choices=("circle", "tflite"),
                    help="output format (default: from OUT's extension)")
     p.set_defaults(func=convert_cmd)
@@ -55,11 +60,41 @@ def _differences(a: Model, b: Model) -> list[str]:
     return out
 
 
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write to a temporary file next to `path`, then rename: readers never see half a model."""
+    tmp = None
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.resolve().parent, prefix=f".{path.name}.",
+                                         delete=False) as f:
+            tmp = f.name
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # a temp file is private (0600); the model should not be
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise CliError(f"cannot write {path}: {e}") from None
+
+
 def convert_cmd(args: argparse.Namespace) -> int:
     fmt = args.format or _EXTENSIONS.get(Path(args.output).suffix.lower())
     if fmt is None:
         raise CliError(f"cannot tell the format of {args.output} from its extension; use --format "
                        "circle|tflite")
+    ext_fmt = _EXTENSIONS.get(Path(args.output).suffix.lower())
+    if args.format and ext_fmt and ext_fmt != args.format:
+        raise CliError(f"--format {args.format} contradicts the extension of {args.output}; name it "
+                       f"*.{args.format}")
+    out = Path(args.output)
+    if out.is_dir():
+        raise CliError(f"{args.output} is a directory; give a file name")
+    if out.exists() and Path(args.input).exists() and os.path.samefile(out, args.input):
+        # The input may be memory-mapped while we write, and the user's file is not ours to change.
+        raise CliError(f"{args.output} is the input file; write the converted model to another path")
+    if not out.resolve().parent.is_dir():
+        raise CliError(f"cannot write {args.output}: directory {out.parent} does not exist")
     model = read_model(args.input)
     if fmt == "tflite":  # Circle-only ops have negative codes no TFLite reader accepts
         circle_only = sorted({op.opcode for sg in model.subgraphs for op in sg.operations
@@ -70,15 +105,13 @@ def convert_cmd(args: argparse.Namespace) -> int:
         data = serialize(model, fmt)
     except (ValueError, KeyError, TypeError) as e:
         raise CliError(f"cannot write the model as {fmt}: {e}") from None
-    try:
-        Path(args.output).write_bytes(data)
-    except OSError as e:
-        raise CliError(f"cannot write {args.output}: {e}") from None
-    reloaded = load_model(args.output)
+    reloaded = load_model(data)  # verify before writing: a bad conversion must not leave a file
     problems = _differences(model, reloaded) + (
         [f"reloaded as {reloaded.format}, expected {fmt}"] if reloaded.format != fmt else [])
     if problems:
-        raise CliError(f"verification of {args.output} failed: " + "; ".join(problems[:5]))
+        raise CliError(f"verification of the converted model failed (nothing written): "
+                       + "; ".join(problems[:5]))
+    _write_atomically(out, data)
     n_ops = sum(len(sg.operations) for sg in model.subgraphs)
     n_tensors = sum(len(sg.tensors) for sg in model.subgraphs)
     print(f"wrote {args.output} ({fmt}, {len(data)} bytes); verified by reloading: "
