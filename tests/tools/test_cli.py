@@ -265,9 +265,13 @@ def test_compare_with_expected_npz(wmodel, tmp_path, capsys):
     assert rc == 1 and err == ""
     row = compare_rows(out)[1]
     assert row[1:] == ["y", "[2]", "float32", "0.5", row[5], "2/2", "FAIL"]
-    assert out.rstrip().endswith("FAIL")
-    # a looser tolerance accepts it
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("FAIL (every output would pass with --atol ") and last.endswith("at --rtol 1e-05)")
+    # a looser tolerance accepts it; the suggested one is enough, and not far above the 0.5 error
     assert cli(capsys, "compare", wmodel, "--reference", tmp_path / "bad.npz", "--atol", "0.6")[0] == 0
+    suggested = float(last.split("--atol ")[1].split()[0])
+    assert 0.5 <= suggested <= 0.51
+    assert cli(capsys, "compare", wmodel, "--reference", tmp_path / "bad.npz", "--atol", suggested)[0] == 0
 
 
 def test_compare_shape_mismatch_fails(wmodel, tmp_path, capsys):
@@ -407,3 +411,182 @@ def test_installed_script(wmodel):
     done = subprocess.run([exe, "run", str(wmodel) + ".missing"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("onert-py: error: model file not found")
+
+
+# ---- inspect: one subgraph's tensors and operators, signature tensors, constants
+
+def test_inspect_subgraph_tables(wmodel, capsys):
+    rc, out, _ = cli(capsys, "inspect", wmodel, "--subgraph", 2, "--subgraph", 0)
+    assert rc == 0
+    lines = out.splitlines()
+    k = lines.index("subgraph 2 'body': tensors")
+    assert lines[k + 1].split() == ["#", "shape", "dtype", "kind", "size", "quantization", "name"]
+    rows = [line.split() for line in lines[k + 3:k + 8]]
+    assert rows == [["0", "[]", "int32", "input", "-", "-", "bi"],
+                    ["1", "[2]", "float32", "input", "-", "-", "bx"],
+                    ["2", "[]", "int32", "output", "-", "-", "bi_next"],
+                    ["3", "[2]", "float32", "output", "-", "-", "bx_next"],
+                    ["4", "[]", "int32", "const", "4", "bytes", "-", "inc"]]
+    k = lines.index("subgraph 2 'body': operators")
+    assert lines[k + 3].split() == ["0", "ADD", "0,", "4", "2", "fused_activation_function=NONE",
+                                    "pot_scale_int16=True"]
+    k = lines.index("subgraph 0 'main': operators")
+    assert lines[k + 4].split()[:6] == ["1", "WHILE", "0,", "2", "4,", "5"]   # i, x_scaled -> i_out, x_out
+    assert "cond_subgraph_index=1 body_subgraph_index=2" in lines[k + 4]
+    assert "subgraph 1 'cond': tensors" not in out
+
+
+def test_inspect_signature_tensors_and_constants(wmodel, capsys):
+    rc, out, _ = cli(capsys, "inspect", wmodel)
+    assert rc == 0
+    assert "      inputs:  i = i [] int32, x = x [2] float32" in out
+    assert "      outputs: i_out = i_out [] int32, y = y [2] float32" in out
+    # two, one (2 x float32 each), limit, inc (int32): 8 + 8 + 4 + 4 bytes
+    assert "constants: 4 tensor(s), 24 bytes" in out
+    info = json.loads(cli(capsys, "inspect", wmodel, "--json", "--subgraph", 1)[1])
+    assert info["constants"] == {"tensors": 4, "bytes": 24}
+    assert info["signatures"][0]["input_details"][1] == {"name": "x", "tensor": 1, "tensor_name": "x",
+                                                          "shape": [2], "dtype": "float32"}
+    cond = info["subgraphs"][1]
+    assert [t["kind"] for t in cond["tensor_details"]] == ["input", "input", "output", "const"]
+    assert cond["operator_details"] == [{"index": 0, "opcode": "LESS", "version": 1, "inputs": [0, 3],
+                                         "outputs": [2], "options": {}}]
+    assert "tensor_details" not in info["subgraphs"][0]
+
+
+def test_inspect_quantization_column(tmp_path, capsys):
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [1, 4], np.float32)
+    q = sg.tensor("q", [1, 4], np.int8, quantization=([0.5], [-3]))
+    sg.op("QUANTIZE", [x], [q])
+    sg.inputs, sg.outputs = [x], [q]
+    path = tmp_path / "q.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    rc, out, _ = cli(capsys, "inspect", path, "--subgraph", 0)
+    assert rc == 0
+    row = next(line for line in out.splitlines() if line.endswith(" q"))
+    assert row.split() == ["1", "[1,", "4]", "int8", "output", "-", "scale", "0.5", "zp", "-3", "q"]
+
+
+@pytest.mark.parametrize("value", ["3", "-1"])
+def test_inspect_bad_subgraph(wmodel, capsys, value):
+    rc, _, err = cli(capsys, "inspect", wmodel, "--subgraph", value)
+    assert rc == 2 and err.strip() == f"onert-py: error: --subgraph {value}: the model has subgraphs 0..2"
+
+
+# ---- convert: never touches the input, never leaves a bad file
+
+def test_convert_refuses_to_overwrite_its_input(wmodel, capsys):
+    before = wmodel.read_bytes()
+    rc, _, err = cli(capsys, "convert", wmodel, wmodel, "--format", "tflite")
+    assert rc == 2 and "is the input file" in err
+    assert wmodel.read_bytes() == before
+
+
+def test_convert_format_must_agree_with_extension(wmodel, tmp_path, capsys):
+    rc, _, err = cli(capsys, "convert", wmodel, tmp_path / "o.circle", "--format", "tflite")
+    assert rc == 2 and "--format tflite contradicts the extension" in err
+    assert not (tmp_path / "o.circle").exists()
+    rc, _, err = cli(capsys, "convert", wmodel, tmp_path, "--format", "circle")
+    assert rc == 2 and "is a directory" in err
+    rc, _, err = cli(capsys, "convert", wmodel, tmp_path / "no" / "o.circle")
+    assert rc == 2 and "does not exist" in err
+
+
+def test_convert_leaves_no_temporary_files(wmodel, tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    assert cli(capsys, "convert", wmodel, out_dir / "m.circle")[0] == 0
+    assert sorted(p.name for p in out_dir.iterdir()) == ["m.circle"]
+    assert (out_dir / "m.circle").stat().st_mode & 0o044 == 0o044   # readable like any new file
+
+
+# ---- compare: signatures, tolerances, NaN, long tensor names
+
+def test_compare_signature_uses_litert_signature_runner(tmp_path, capsys):
+    """Two signatures on two subgraphs: 'double' (x * 2) and 'plus' (x + 1) over one input."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    mb = ModelBuilder()
+    for key, opcode, const in (("double", "MUL", 2.0), ("plus", "ADD", 1.0)):
+        sg = mb.subgraph(key)
+        x, y = sg.tensor(f"{key}_x", [3], np.float32), sg.tensor(f"{key}_y", [3], np.float32)
+        sg.op(opcode, [x, sg.const("c", np.full(3, const, np.float32))], [y], fused_activation_function=0)
+        sg.inputs, sg.outputs = [x], [y]
+        mb.signature(key, sg, inputs={"x": x}, outputs={"y": y})    # LiteRT's runner uses these names
+    path = tmp_path / "sigs.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    np.save(tmp_path / "x.npy", np.array([1, 2, 3], np.float32))
+    np.savez(tmp_path / "plus_ref.npz", plus_y=np.array([2, 3, 4], np.float32))  # keyed by tensor name
+    for key in ("double", "plus"):
+        rc, out, err = cli(capsys, "compare", path, "--signature", key, "--input", f"0={tmp_path / 'x.npy'}")
+        assert rc == 0, err + out
+        assert compare_rows(out)[0][:2] == ["0", f"{key}_y"]
+    rc, out, _ = cli(capsys, "compare", path, "--signature", "plus", "--reference", tmp_path / "plus_ref.npz",
+                     "--input", f"x={tmp_path / 'x.npy'}")          # the signature's input name
+    assert rc == 0 and out.rstrip().endswith("PASS")
+    rc, _, err = cli(capsys, "compare", path, "--signature", "minus")
+    assert rc == 2 and "no signature 'minus'; the model has ['double', 'plus']" in err
+
+
+@pytest.mark.parametrize("option, value", [("--rtol", "-1"), ("--atol", "nan"), ("--atol", "inf")])
+def test_compare_bad_tolerance(wmodel, capsys, option, value):
+    rc, _, err = cli(capsys, "compare", wmodel, option, value)
+    assert rc == 2 and f"{option} must be a finite number >= 0" in err
+
+
+def test_compare_nan_equals_nan(tmp_path, capsys):
+    """LOG of random normal values: NaN for every negative one, in both runtimes -> PASS."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x, y = sg.tensor("x", [64], np.float32), sg.tensor("y", [64], np.float32)
+    sg.op("LOG", [x], [y])
+    sg.inputs, sg.outputs = [x], [y]
+    path = tmp_path / "log.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    rc, out, _ = cli(capsys, "compare", path, "--save-inputs", tmp_path / "in.npz")
+    with np.load(tmp_path / "in.npz") as saved:
+        assert (saved["x"] < 0).sum() > 10
+    assert rc == 0 and compare_rows(out)[0][-2:] == ["0/64", "PASS"]
+
+
+def test_needed_atol_and_mismatch_count():
+    from onert_py.tools.cmd_compare import compare_detail, needed_atol
+    got = np.array([1.0, 2.0, np.nan, 4.0], np.float32)
+    want = np.array([1.25, 2.0, np.nan, 3.0], np.float32)
+    assert needed_atol(got, want, rtol=0.0) == pytest.approx(1.0)
+    assert needed_atol(got, want, rtol=0.25) == pytest.approx(0.25)      # 1 - 0.25 * 3
+    assert compare_detail(got, want, 0.0, 0.5)[2:] == (False, "", 1)
+    assert needed_atol(got, np.array([1, 2, 3, 4], np.float32), 0.0) is None   # NaN vs a number
+    assert needed_atol(got[:2], want, 0.0) is None
+
+
+def test_compare_dump_dir_shortens_long_names(tmp_path, capsys):
+    pytest.importorskip("ai_edge_litert.interpreter")
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    long_name = ";".join(f"model/block_{k}/conv/BiasAdd" for k in range(40))   # TF-style fused name
+    x, y = sg.tensor("x", [2], np.float32), sg.tensor(long_name, [2], np.float32)
+    sg.op("ADD", [x, x], [y], fused_activation_function=0)
+    sg.inputs, sg.outputs = [x], [y]
+    path = tmp_path / "long.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    rc, out, err = cli(capsys, "compare", path, "--dump-dir", tmp_path / "d")
+    assert rc == 0, err
+    (name,) = [p.name for p in (tmp_path / "d").glob("*.npy")]
+    assert name.startswith("sg0_op000_ADD_model_block_0_conv_BiasAdd") and len(name) < 100
+    assert [p.name for p in (tmp_path / "d" / "litert").glob("*.npy")] == [name]
+    index = json.loads((tmp_path / "d" / "index.json").read_text())
+    assert index[0]["name"] == long_name and index[0]["file"] == name
+
+
+# ---- ops NAME
+
+def test_ops_name_filter(capsys):
+    rc, out, _ = cli(capsys, "ops", "while")
+    rows = [line.split() for line in out.splitlines()[2:] if line.strip()]
+    assert rc == 0 and all("WHILE" in r[0] for r in rows[:-1]) and ["WHILE", "controlflow", "any"] in rows
+    assert rows[-1] == [str(len(rows) - 1), "kernel(s)"]
+    rc, out, err = cli(capsys, "ops", "NoSuchOpAtAll")
+    assert rc == 1 and out == "" and "no op with a kernel matches 'NoSuchOpAtAll'" in err
