@@ -114,7 +114,7 @@ def _index_vectors(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
     return np.moveaxis(indices, index_vector_dim, -1)
 
 
-@CPU.register("STABLEHLO_GATHER", dtypes=_NUM_TYPES + ("bool",))
+@CPU.register("STABLEHLO_GATHER", dtypes=_ARITH_TYPES + ("complex64",))
 def stablehlo_gather(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     x_i, idx_i = ctx.inputs

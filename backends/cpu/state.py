@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onert_py.backends.cpu.shape import FIXED_TYPES
 from onert_py.backends.registry import CPU, KernelContext, Run
 from onert_py.errors import ExecutionError
 
@@ -29,7 +30,7 @@ def var_handle(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("ASSIGN_VARIABLE", dtypes=("float32", "int32", "int64", "bool", "int8", "uint8", "int16"))
+@CPU.register("ASSIGN_VARIABLE", dtypes=FIXED_TYPES)
 def assign_variable(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     h, x = ctx.inputs
@@ -40,7 +41,7 @@ def assign_variable(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("READ_VARIABLE", dtypes=("float32", "int32", "int64", "bool", "int8", "uint8", "int16"))
+@CPU.register("READ_VARIABLE", dtypes=FIXED_TYPES)
 def read_variable(ctx: KernelContext) -> Run:
     (h,), (o,) = ctx.inputs, ctx.outputs
     v, variables = ctx.values, ctx.runtime.resources

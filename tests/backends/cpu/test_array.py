@@ -5,7 +5,9 @@ import pytest
 import onert_py
 from helpers import (FIXED_DTYPES, assert_close, assert_matches_litert, check_builtin, dtype_values, rng, run_litert,
                      run_onert, single_op_model)
-from onert_py.backends.registry import CPU
+from onert_py.backends.registry import CPU, load_builtin_kernels
+
+load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
 
 R = rng(7)
 
@@ -457,4 +459,29 @@ def test_matrix_diag_other_types_numpy(op, dtype):
         for i in range(3):
             want[:, i, i] = inputs[1][:, i]
     assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, want)
+
+
+# Types we run beyond LiteRT's (its kernels reject them): pure element moves, checked against numpy.
+@pytest.mark.parametrize("op,dtype", [("REVERSE_SEQUENCE", "int8"), ("SPACE_TO_DEPTH", "float16"),
+                                      ("SPACE_TO_DEPTH", "int16"), ("DEPTH_TO_SPACE", "int16"),
+                                      ("TRANSPOSE", "string"), ("REVERSE_V2", "string")])
+def test_array_types_beyond_litert(op, dtype):
+    mb, inputs = _array_case(op, dtype)
+    assert dtype in CPU.dtypes[op]
+    x = inputs[0]
+    got = run_onert(mb, inputs)[0]
+    if op == "REVERSE_SEQUENCE":
+        want = x.copy()
+        for b, n in enumerate([2, 3, 4]):
+            want[b, :n] = x[b, :n][::-1]
+    elif op == "SPACE_TO_DEPTH":
+        want = x.reshape(1, 2, 2, 1, 2, 3).transpose(0, 1, 3, 2, 4, 5).reshape(1, 2, 1, 12)
+    elif op == "DEPTH_TO_SPACE":
+        want = x.reshape(1, 2, 1, 2, 2, 3).transpose(0, 1, 3, 2, 4, 5).reshape(1, 4, 2, 3)
+    elif op == "TRANSPOSE":
+        want = np.transpose(x, (2, 0, 1))
+    else:
+        want = x[:, ::-1]
+    assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)

@@ -5,7 +5,9 @@ import pytest
 import onert_py
 from helpers import (FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_litert, run_onert,
                      single_op_model)
-from onert_py.backends.registry import CPU
+from onert_py.backends.registry import CPU, load_builtin_kernels
+
+load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
 
 R = rng(23)
 
@@ -461,3 +463,20 @@ def test_indexing_dtypes(op, dtype):
     mb, inputs = _indexing_case(op, dtype)
     check_builtin(mb, inputs)
     assert set(_INDEXING_DTYPES[op]) <= set(CPU.dtypes[op])   # docs/ops.md lists what is tested
+
+
+def test_indexing_types_beyond_litert():
+    # Types we run beyond LiteRT's (its kernels reject them), checked against numpy: GATHER of uint16 and
+    # of 2-D strings, SPARSE_TO_DENSE of bool.
+    for dtype in ("uint16", "string"):
+        assert dtype in CPU.dtypes["GATHER"]
+        dt = object if dtype == "string" else dtype
+        x = dtype_values([4, 3], dt, seed=2)
+        mb = single_op_model("GATHER", [("x", [4, 3], dt), _i32([[3, 0], [2, 2]])], [("o", [2, 2, 3], dt)], axis=0)
+        np.testing.assert_array_equal(run_onert(mb, [x])[0], x[np.array([[3, 0], [2, 2]])])
+    assert "bool" in CPU.dtypes["SPARSE_TO_DENSE"]
+    mb = single_op_model("SPARSE_TO_DENSE", [_i32([[0, 1], [2, 0]]), _i32([3, 2]), ("const", np.array([True, True])),
+                                             ("const", np.array(False))], [("o", [3, 2], bool)])
+    want = np.zeros((3, 2), bool)
+    want[0, 1] = want[2, 0] = True
+    np.testing.assert_array_equal(run_onert(mb, [])[0], want)

@@ -5,7 +5,9 @@ import pytest
 
 from helpers import (FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_litert, run_onert,
                      single_op_model)
-from onert_py.backends.registry import CPU
+from onert_py.backends.registry import CPU, load_builtin_kernels
+
+load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
 
 R = rng(41)
 F32 = np.float32

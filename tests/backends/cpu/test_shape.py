@@ -4,7 +4,9 @@ import pytest
 
 import onert_py
 from helpers import FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_onert, single_op_model
-from onert_py.backends.registry import CPU
+from onert_py.backends.registry import CPU, load_builtin_kernels
+
+load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
 
 R = rng(11)
 
@@ -258,3 +260,25 @@ def test_shape_dtypes(op, dtype):
     mb, inputs = _shape_case(op, dtype)
     check_builtin(mb, inputs)
     assert set(_SHAPE_DTYPES[op]) <= set(CPU.dtypes[op])   # docs/ops.md lists what is tested
+
+
+def test_shape_types_beyond_litert():
+    # Types we run beyond LiteRT's (its kernels reject them), checked against numpy: complex128 and
+    # string moves, int8/int16 RANGE.
+    for op in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SHAPE", "RANK", "BROADCAST_TO"):
+        assert "complex128" in CPU.dtypes[op]
+        mb, (x,) = _shape_case(op, "complex128")
+        want = {"RESHAPE": lambda: x.reshape(4, 6), "SQUEEZE": lambda: x.reshape(2, 3),
+                "EXPAND_DIMS": lambda: x[..., None], "SHAPE": lambda: np.array(x.shape, np.int32),
+                "RANK": lambda: np.int32(x.ndim), "BROADCAST_TO": lambda: np.broadcast_to(x, (2, 2, 3))}[op]()
+        got = run_onert(mb, [x])[0]
+        assert got.dtype == np.asarray(want).dtype
+        np.testing.assert_array_equal(got, want)
+    mb, (x,) = _shape_case("BROADCAST_TO", "string")
+    np.testing.assert_array_equal(run_onert(mb, [x])[0], np.broadcast_to(x, (2, 2, 3)))
+    for dtype in ("int8", "int16"):
+        assert dtype in CPU.dtypes["RANGE"]
+        mb, inputs = _shape_case("RANGE", dtype)
+        got = run_onert(mb, inputs)[0]
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, np.arange(-3, 8, 2, dtype=dtype))

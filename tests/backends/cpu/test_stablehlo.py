@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 
 from helpers import FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_onert, single_op_model
-from onert_py.backends.registry import CPU
+from onert_py.backends.registry import CPU, load_builtin_kernels
 from onert_py.schema.writer import ModelBuilder
+
+load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
 
 BINARY = {"STABLEHLO_ADD": np.add, "STABLEHLO_MULTIPLY": np.multiply,
           "STABLEHLO_MAXIMUM": np.maximum, "STABLEHLO_MINIMUM": np.minimum}
@@ -95,6 +97,16 @@ def test_gather(case):
     assert_matches_litert(m, [x])
 
 
+@pytest.mark.parametrize("dtype", FIXED_DTYPES)
+def test_gather_dtypes(dtype):
+    x = dtype_values([5, 3], dtype, seed=7)
+    m = single_op_model("STABLEHLO_GATHER", [("x", [5, 3], dtype), ("const", np.array([[0], [4], [4]], np.int32))],
+                        [("o", [3, 3], dtype)], offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0],
+                        index_vector_dim=1, slice_sizes=[1, 3])
+    check_builtin(m, [x])
+    assert dtype in CPU.dtypes["STABLEHLO_GATHER"]
+
+
 def _region(mb: ModelBuilder, op: str | None, dtype=np.float32):
     sg = mb.subgraph("region")
     a = sg.tensor("a", [], dtype)
@@ -109,18 +121,28 @@ def _region(mb: ModelBuilder, op: str | None, dtype=np.float32):
     return sg.index
 
 
-def _scatter_model(region_op, shape, idx, upd_shape, **opts):
+def _scatter_model(region_op, shape, idx, upd_shape, dtype=np.float32, **opts):
     mb = ModelBuilder()
     sg = mb.subgraph("main")
-    x = sg.tensor("x", shape, np.float32)
-    u = sg.tensor("u", upd_shape, np.float32)
+    x = sg.tensor("x", shape, dtype)
+    u = sg.tensor("u", upd_shape, dtype)
     i = sg.const("idx", np.array(idx, np.int32))
-    o = sg.tensor("o", shape, np.float32)
+    o = sg.tensor("o", shape, dtype)
     sg.inputs, sg.outputs = [x, u], [o]
     sg.op("STABLEHLO_SCATTER", [x, i, u], [o], update_computation_subgraph_index=1, **opts)
     mb.signature("serving_default", sg)
-    _region(mb, region_op)
+    _region(mb, region_op, dtype)
     return mb
+
+
+@pytest.mark.parametrize("region_op", [None, "STABLEHLO_ADD", "STABLEHLO_MAXIMUM"])
+@pytest.mark.parametrize("dtype", _REAL_AND_BOOL)   # LiteRT 2.3 scatters every real type and bool
+def test_scatter_dtypes(region_op, dtype):
+    x, u = dtype_values([5, 3], dtype, seed=8), dtype_values([3, 3], dtype, seed=9)
+    m = _scatter_model(region_op, [5, 3], [[1], [3], [1]], [3, 3], dtype, update_window_dims=[1],
+                       inserted_window_dims=[0], scatter_dims_to_operand_dims=[0], index_vector_dim=1)
+    check_builtin(m, [x, u], rtol=1e-3 if dtype == "float16" else 1e-5)
+    assert dtype in CPU.dtypes["STABLEHLO_SCATTER"]
 
 
 @pytest.mark.parametrize("region_op", [None, "STABLEHLO_ADD", "STABLEHLO_MULTIPLY", "STABLEHLO_MAXIMUM",
@@ -173,6 +195,35 @@ def test_reduce_window(body, init, cfg):
     x = rng(7).uniform(0.5, 1.5, [4, 5]).astype(np.float32)
     m = _reduce_window_model(body, [4, 5], out, init=init, **cfg)
     assert_matches_litert(m, [x], rtol=1e-5)
+
+
+_RW_LITERT = ("float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool")
+
+
+@pytest.mark.parametrize("body", ["STABLEHLO_ADD", "STABLEHLO_MAXIMUM"])
+@pytest.mark.parametrize("dtype", _RW_LITERT)
+def test_reduce_window_dtypes(body, dtype):
+    x = dtype_values([4, 5], dtype, seed=10)
+    init = np.zeros((), dtype) if body == "STABLEHLO_ADD" else dtype_values([], dtype, seed=11)
+    m = _reduce_window_model(body, [4, 5], [2, 4], dtype, init=init, window_dimensions=[2, 2],
+                             window_strides=[2, 1])
+    check_builtin(m, [x])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "uint16", "uint32", "uint64"])
+def test_reduce_window_other_types_numpy(dtype):
+    # LiteRT's kernel rejects these types; their result is exact (max, wrapping integer sums), so the
+    # numpy formula is the reference
+    x = dtype_values([4, 5], dtype, seed=12)
+    body = "STABLEHLO_MAXIMUM" if dtype == "float16" else "STABLEHLO_ADD"
+    init = np.array(-np.inf if dtype == "float16" else 0, dtype)
+    m = _reduce_window_model(body, [4, 5], [3, 2], dtype, init=init, window_dimensions=[2, 3],
+                             window_strides=[1, 2])
+    (got,) = run_onert(m, [x])
+    w = np.lib.stride_tricks.sliding_window_view(x, (2, 3))[:, ::2]
+    want = w.max(axis=(2, 3)) if dtype == "float16" else w.sum(axis=(2, 3), dtype=dtype)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_reduce_window_sum_formula():

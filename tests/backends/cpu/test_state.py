@@ -3,8 +3,11 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import FORMATS, litert_interpreter
+from helpers import FIXED_DTYPES, FORMATS, check_builtin, dtype_values, litert_interpreter
+from onert_py.backends.registry import CPU, load_builtin_kernels
 from onert_py.schema.writer import ModelBuilder
+
+load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
 
 
 def _accumulator_model() -> ModelBuilder:
@@ -99,3 +102,22 @@ def test_hashtable_find_and_size(fmt):
     found, size = onert_py.infer.session(mb.to_bytes(fmt)).infer([keys])
     assert [bytes(s) for s in found.reshape(-1)] == [bytes(s) for s in np.asarray(ref[0]).reshape(-1)]
     assert int(size) == int(np.asarray(ref[1]).reshape(-1)[0]) == 3
+
+
+@pytest.mark.parametrize("dtype", FIXED_DTYPES)
+def test_variable_dtypes(dtype):
+    # LiteRT 2.3 keeps variables of every fixed-size type: assign the input, read it back
+    mb = ModelBuilder()
+    main = mb.subgraph("main")
+    x = main.tensor("x", [3], dtype)
+    h = main.tensor("h", [], np.int32, type_name="RESOURCE")
+    cur = main.tensor("cur", [3], dtype)
+    main.op("VAR_HANDLE", [], [h], container="", shared_name="v")
+    main.op("ASSIGN_VARIABLE", [h, x], [])
+    main.op("READ_VARIABLE", [h], [cur])
+    main.inputs, main.outputs = [x], [cur]
+    mb.signature("serving_default", main)
+    x_value = dtype_values([3], dtype, seed=1)
+    got = check_builtin(mb, [x_value])[0]
+    np.testing.assert_array_equal(got, x_value)
+    assert dtype in CPU.dtypes["ASSIGN_VARIABLE"] and dtype in CPU.dtypes["READ_VARIABLE"]
