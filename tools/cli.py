@@ -18,11 +18,22 @@ from onert_py.tools.cmd_common import CliError
 
 PROG = "onert-py"
 _COMMANDS = (cmd_run, cmd_inspect, cmd_convert, cmd_compare, cmd_ops, cmd_bench)
+_EPILOG = """\
+examples:
+  onert-py inspect model.tflite --subgraph 0       tensors and operators of subgraph 0
+  onert-py run model.tflite --input-shape x=4,224,224,3 --input-range ids=0,999
+  onert-py compare model.tflite --save-inputs in.npz --dump-dir dump/
+  onert-py bench model.tflite --num-runs 100 --profile
+
+`onert-py COMMAND --help` describes each command's options.
+exit codes: 0 success; 1 compare found a mismatch (or ops NAME matched nothing);
+2 a usage, model, input or run error (one line on stderr)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Run, inspect, convert and check "
-                                     "TFLite/Circle models with onert-py.")
+                                     "TFLite/Circle models with onert-py.", epilog=_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _COMMANDS:

@@ -166,6 +166,8 @@ def check_writable(path: str | None, option: str) -> None:
 def check_session_args(args: argparse.Namespace) -> None:
     if args.max_while_iterations is not None and args.max_while_iterations < 0:
         raise CliError("--max-while-iterations must be >= 0")
+    if getattr(args, "seed", 0) < 0:
+        raise CliError("--seed must be >= 0")
     check_writable(getattr(args, "save_inputs", None), "--save-inputs")
 
 
@@ -320,33 +322,56 @@ _VALUE_PRESERVING = {"RESHAPE": (0,), "EXPAND_DIMS": (0,), "SQUEEZE": (0,), "CAS
                      "TRANSPOSE": (0,), "SELECT": (1, 2), "SELECT_V2": (1, 2)}
 
 
-def index_bounds(sg: Subgraph) -> dict[int, tuple[int, str]]:
-    """{input position: (N, "GATHER op 6")} for int inputs that reach the indices of a GATHER (or the
-    ids of an EMBEDDING_LOOKUP) over N static rows, directly or through value-preserving ops (as in
-    TF's `where(i < 0, i + n, i)` wrap); random values in [0, N-1] then make a valid run."""
-    consumers: dict[int, list] = {}
-    for op in sg.operations:
-        for slot, t in enumerate(op.inputs):
-            if t >= 0:
-                consumers.setdefault(t, []).append((op, slot))
+def index_bounds(model: Model, subgraph: int = 0) -> dict[int, tuple[int, str]]:
+    """{input position: (N, "GATHER op 6")} for int inputs of `subgraph` that reach the indices of a
+    GATHER (or the ids of an EMBEDDING_LOOKUP) over N static rows, directly, through value-preserving
+    ops (as in TF's `where(i < 0, i + n, i)` wrap) or as the initial value of a WHILE / IF operand
+    (a decoder's start token); random values in [0, N-1] then make a valid run."""
+    consumers: dict[int, dict[int, list]] = {}
+    for sg in model.subgraphs:
+        c = consumers.setdefault(sg.index, {})
+        for op in sg.operations:
+            for slot, t in enumerate(op.inputs):
+                if t >= 0:
+                    c.setdefault(t, []).append((op, slot))
+    main = model.subgraphs[subgraph]
     out: dict[int, tuple[int, str]] = {}
-    for pos, start in enumerate(sg.inputs):
-        if sg.tensors[start].dtype.kind not in "iu":
+    for pos, start in enumerate(main.inputs):
+        if main.tensors[start].dtype.kind not in "iu":
             continue
-        seen, todo, best = {start}, [start], None
+        seen, todo, best = {(subgraph, start)}, [(subgraph, start)], None
         while todo:
-            t = todo.pop()
-            for op, slot in consumers.get(t, ()):
+            s_index, t = todo.pop()
+            sg = model.subgraphs[s_index]
+            for op, slot in consumers[s_index].get(t, ()):
                 n = _rows_indexed(sg, op, slot)
                 if n is not None and n > 0 and (best is None or n < best[0]):
-                    best = (n, f"{op.kernel_name} op {op.index}")
-                if slot in _VALUE_PRESERVING.get(op.opcode, ()):
-                    for o in op.outputs:
-                        if o >= 0 and o not in seen and sg.tensors[o].dtype.kind in "iu":
-                            seen.add(o)
-                            todo.append(o)
+                    where = f"{op.kernel_name} op {op.index}" + (
+                        f" of subgraph {s_index}" if s_index != subgraph else "")
+                    best = (n, where)
+                for nxt in _same_values(model, sg, op, slot):
+                    if nxt not in seen and model.subgraphs[nxt[0]].tensors[nxt[1]].dtype.kind in "iu":
+                        seen.add(nxt)
+                        todo.append(nxt)
         if best is not None:
             out[pos] = best
+    return out
+
+
+def _same_values(model: Model, sg: Subgraph, op: Any, slot: int) -> list[tuple[int, int]]:
+    """(subgraph, tensor) pairs that hold the values of `op`'s input `slot` (at least at first)."""
+    if slot in _VALUE_PRESERVING.get(op.opcode, ()):
+        return [(sg.index, o) for o in op.outputs if o >= 0]
+    if op.opcode == "WHILE":
+        targets, k = (op.options.get("cond_subgraph_index"), op.options.get("body_subgraph_index")), slot
+    elif op.opcode == "IF" and slot > 0:
+        targets, k = (op.options.get("then_subgraph_index"), op.options.get("else_subgraph_index")), slot - 1
+    else:
+        return []
+    out = []
+    for s in targets:
+        if isinstance(s, int) and 0 <= s < len(model.subgraphs) and k < len(model.subgraphs[s].inputs):
+            out.append((s, model.subgraphs[s].inputs[k]))
     return out
 
 
@@ -449,7 +474,7 @@ def prepare_inputs(sess: Any, args: argparse.Namespace) -> Inputs:
         except (InputError, PrepareError) as e:
             raise CliError(f"--input-shape: {e}") from None
     infos = sess.get_inputs_tensorinfo()
-    bounds = index_bounds(sess.model.subgraphs[sess.subgraph_index])
+    bounds = index_bounds(sess.model, sess.subgraph_index)
     arrays, sources, random = [], [], []
     for k, info in enumerate(infos):
         if k in given:

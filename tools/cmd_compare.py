@@ -33,7 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5)")
     p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance (default 1e-6)")
     add_input_options(p, save=True)
-    p.add_argument("--dump-dir", metavar="DIR", help="save every intermediate tensor as .npy here")
+    p.add_argument("--dump-dir", metavar="DIR",
+                   help="save every op output as .npy here (with index.json: op, tensor, shape, calls), "
+                        "LiteRT's subgraph-0 tensors in DIR/litert, and name the first differing op")
     p.set_defaults(func=compare_cmd)
 
 

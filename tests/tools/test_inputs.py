@@ -57,7 +57,7 @@ def gather_model(tmp_path, wrap: bool = False, batch: int = 5) -> str:
 
 def kinds_model(tmp_path) -> str:
     """One input of each kind: i8 int8 [50], u int32 [1000], f float32 [1000], b bool [200],
-    s string [2]; outputs are the inputs passed through (i8 + 0 etc.) so every dtype is exercised."""
+    s string [2]; each goes through one simple op (ADD, CAST, LOGICAL_NOT, EQUAL)."""
     mb = ModelBuilder()
     sg = mb.subgraph("main")
     i8 = sg.tensor("i8", [50], np.int8)
@@ -72,8 +72,8 @@ def kinds_model(tmp_path) -> str:
         outs.append(o)
     nb = sg.tensor("nb", [200], np.bool_)
     sg.op("LOGICAL_NOT", [b], [nb])
-    ai = sg.tensor("i8_abs", [50], np.int8)
-    sg.op("ABS", [i8], [ai])
+    ai = sg.tensor("i8_wide", [50], np.int32)
+    sg.op("CAST", [i8], [ai])
     eq = sg.tensor("eq", [2], np.bool_)
     sg.op("EQUAL", [s, sg.const("ref", np.array([b"a", b"b"], dtype=object), type_name="STRING")], [eq])
     sg.inputs, sg.outputs = [i8, u, f, b, s], [*outs, nb, ai, eq]
@@ -101,6 +101,37 @@ def test_gather_indices_default_to_valid_rows(tmp_path, capsys, wrap):
     np.testing.assert_array_equal(saved(tmp_path / "o.npz")["rows"], TABLE[ids])
 
 
+def test_index_into_while_body(tmp_path, capsys):
+    """tok [1] is a WHILE operand that the body uses as GATHER indices (a decoder's start token):
+    acc = sum over 3 iterations of TABLE[tok] = 3 * TABLE[tok]."""
+    mb = ModelBuilder()
+    m, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
+    tok = m.tensor("tok", [1], np.int32)
+    outs = [m.tensor("i_out", [], np.int32), m.tensor("tok_out", [1], np.int32), m.tensor("acc", [1, 2], np.float32)]
+    m.op("WHILE", [m.const("i0", np.array(0, np.int32)), tok, m.const("acc0", np.zeros((1, 2), np.float32))], outs,
+         cond_subgraph_index=1, body_subgraph_index=2)
+    m.inputs, m.outputs = [tok], [outs[2]]
+    ci, ct, ca, cb = (cond.tensor("i", [], np.int32), cond.tensor("t", [1], np.int32),
+                      cond.tensor("a", [1, 2], np.float32), cond.tensor("go", [], np.bool_))
+    cond.op("LESS", [ci, cond.const("n", np.array(3, np.int32))], [cb])
+    cond.inputs, cond.outputs = [ci, ct, ca], [cb]
+    bi, bt, ba = body.tensor("i", [], np.int32), body.tensor("t", [1], np.int32), body.tensor("a", [1, 2], np.float32)
+    bi1, row = body.tensor("i1", [], np.int32), body.tensor("row", [1, 2], np.float32)
+    ba1 = body.tensor("a1", [1, 2], np.float32)
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [bi1], fused_activation_function=0)
+    body.op("GATHER", [body.const("table", TABLE), bt], [row], axis=0, batch_dims=0)
+    body.op("ADD", [ba, row], [ba1], fused_activation_function=0)
+    body.inputs, body.outputs = [bi, bt, ba], [bi1, bt, ba1]
+    path = tmp_path / "loop_gather.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    for seed in range(4):
+        rc, out, err = cli(capsys, "run", path, "--seed", seed, "--save-inputs", tmp_path / "in.npz",
+                           "--output", tmp_path / "o.npz")
+        assert rc == 0, err
+        assert "random in [0, 5] (indices of GATHER op 1 of subgraph 2)" in out
+        np.testing.assert_array_equal(saved(tmp_path / "o.npz")["acc"], 3 * TABLE[saved(tmp_path / "in.npz")["tok"]])
+
+
 def test_index_bounds_embedding_lookup_and_unrelated_ints(tmp_path):
     mb = ModelBuilder()
     sg = mb.subgraph("main")
@@ -115,7 +146,7 @@ def test_index_bounds_embedding_lookup_and_unrelated_ints(tmp_path):
     sg.op("ADD", [other, other], [o], fused_activation_function=0)
     sg.inputs, sg.outputs = [ids, other], [emb, o]
     model = load_model(mb.to_bytes("tflite"))
-    assert index_bounds(model.subgraphs[0]) == {0: (9, "EMBEDDING_LOOKUP op 2")}
+    assert index_bounds(model) == {0: (9, "EMBEDDING_LOOKUP op 2")}
 
 
 # ---- --input-range
@@ -136,7 +167,7 @@ def test_input_range_per_dtype(tmp_path, capsys):
     np.testing.assert_array_equal(outs["u_out"], ins["u"] * 2)
     np.testing.assert_array_equal(outs["f_out"], ins["f"] + ins["f"])
     np.testing.assert_array_equal(outs["nb"], ~ins["b"])
-    np.testing.assert_array_equal(outs["i8_abs"], np.abs(ins["i8"]))  # int8: -128 wraps, as TFLite
+    np.testing.assert_array_equal(outs["i8_wide"], ins["i8"].astype(np.int32))
     assert ins["s"].tolist() == [b"a", b"a"]
 
 
@@ -234,7 +265,7 @@ def test_input_shape_every_dynamic_input_or_a_file(tmp_path, capsys):
     error; an --input file fixes the other one's shape."""
     mb = ModelBuilder()
     sg = mb.subgraph("main")
-    a, b, o = sg.tensor("a", [-1, 2], np.float32), sg.tensor("b", [-1, 2], np.float32), sg.tensor("o", [-1, 2], np.float32)
+    a, b, o = (sg.tensor(name, [-1, 2], np.float32) for name in "abo")
     sg.op("ADD", [a, b], [o], fused_activation_function=0)
     sg.inputs, sg.outputs = [a, b], [o]
     model = tmp_path / "two.circle"
