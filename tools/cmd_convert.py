@@ -90,9 +90,13 @@ def convert_cmd(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.is_dir():
         raise CliError(f"{args.output} is a directory; give a file name")
-    if out.exists() and Path(args.input).exists() and os.path.samefile(out, args.input):
-        # The input may be memory-mapped while we write, and the user's file is not ours to change.
+    src = Path(args.input)
+    # The input may be memory-mapped while we write, and the user's files are not ours to change.
+    if out.exists() and src.exists() and os.path.samefile(out, src):
         raise CliError(f"{args.output} is the input file; write the converted model to another path")
+    if src.is_dir() and out.resolve().is_relative_to(src.resolve()):
+        raise CliError(f"{args.output} is inside the input nnpackage {args.input}; write the converted "
+                       "model to another path")
     if not out.resolve().parent.is_dir():
         raise CliError(f"cannot write {args.output}: directory {out.parent} does not exist")
     model = read_model(args.input)

@@ -590,3 +590,17 @@ def test_ops_name_filter(capsys):
     assert rows[-1] == [str(len(rows) - 1), "kernel(s)"]
     rc, out, err = cli(capsys, "ops", "NoSuchOpAtAll")
     assert rc == 1 and out == "" and "no op with a kernel matches 'NoSuchOpAtAll'" in err
+
+
+def test_convert_refuses_to_write_into_an_input_nnpackage(wmodel, tmp_path, capsys):
+    pkg = tmp_path / "pkg"
+    (pkg / "metadata").mkdir(parents=True)
+    (pkg / "m.tflite").write_bytes(wmodel.read_bytes())
+    (pkg / "metadata" / "MANIFEST").write_text(json.dumps({"models": ["m.tflite"], "model-types": ["tflite"]}))
+    for target in (pkg / "m.tflite", pkg / "m.circle"):
+        rc, _, err = cli(capsys, "convert", pkg, target)
+        assert rc == 2 and "is inside the input nnpackage" in err
+    assert sorted(p.name for p in pkg.iterdir()) == ["m.tflite", "metadata"]
+    assert (pkg / "m.tflite").read_bytes() == wmodel.read_bytes()
+    rc, out, err = cli(capsys, "convert", pkg, tmp_path / "m.circle")
+    assert rc == 0 and "3 subgraph(s)" in out, err
