@@ -493,7 +493,7 @@ def prepare_inputs(sess: Any, args: argparse.Namespace) -> Inputs:
             value_range = (0, n - 1)
             how = f"random in [0, {n - 1}] (indices of {where})"
         elif info.dtype == "string":
-            how = 'random ("a")'
+            how = 'filled with "a"'
         else:
             kind = np.dtype(info.dtype).kind
             how = {"f": "random normal", "c": "random normal", "b": "random bool", "i": "random in [-5, 5]",
