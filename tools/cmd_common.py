@@ -63,8 +63,10 @@ def _position(key: str, names: Sequence[str], aliases: dict[str, int]) -> int:
         return aliases[key]
     if key.isdigit() and int(key) < len(names):
         return int(key)
-    raise CliError(f"unknown input {key!r}; the model's inputs are {list(names)} "
-                   f"(or an index 0..{len(names) - 1})")
+    extra = [a for a in aliases if a not in names]
+    raise CliError(f"unknown input {key!r}; the model's inputs are {list(names)}"
+                   + (f", signature names {extra}" if extra else "")
+                   + (f" (or an index 0..{len(names) - 1})" if names else " (it has none)"))
 
 
 def parse_inputs(specs: Sequence[str], names: Sequence[str], aliases: dict[str, int] | None = None,

@@ -115,8 +115,15 @@ def describe(model: Model) -> dict[str, Any]:
                    "output_details": sig_tensors(s, s.outputs)} for s in model.signatures]
     consts = [t for sg in model.subgraphs for t in sg.tensors if t.is_constant]
     unsupported = [{"subgraph": s, "op": i, "opcode": name} for s, i, name in unsupported_ops(model)]
+    text = {}
+    for k, v in model.metadata.items():  # short printable values (min_runtime_version "1.5.0") as text
+        value = bytes(v).rstrip(b"\0")
+        if len(value) <= 64 and value.isascii() and value.decode().isprintable():
+            text[k] = value.decode()
     return {"format": model.format, "version": model.version, "description": model.description,
-            "metadata": sorted(model.metadata), "subgraphs": subgraphs, "signatures": signatures,
+            "metadata": sorted(model.metadata), "metadata_text": text,
+            "metadata_bytes": {k: len(v) for k, v in sorted(model.metadata.items())},
+            "subgraphs": subgraphs, "signatures": signatures,
             "call_graph": calls, "unsupported_ops": unsupported,
             "constants": {"tensors": len(consts), "bytes": int(sum(t.data.nbytes for t in consts))}}
 
@@ -129,7 +136,10 @@ def render(info: dict[str, Any], path: str) -> str:
     lines = [f"model: {path}", f"format: {info['format']} (schema version {info['version']})",
              f"description: {info['description'] or '-'}"]
     if info["metadata"]:
-        lines.append(f"metadata: {', '.join(info['metadata'])}")
+        shown = [f"{k} {info['metadata_text'][k]!r}" if k in info.get("metadata_text", {}) else
+                 f"{k} ({_size(info['metadata_bytes'][k])})" if k in info.get("metadata_bytes", {}) else k
+                 for k in info["metadata"]]
+        lines.append(f"metadata: {', '.join(shown)}")
     c = info["constants"]
     lines.append(f"constants: {c['tensors']} tensor(s), {_size(c['bytes'])}")
     lines.append(f"subgraphs: {len(info['subgraphs'])}")

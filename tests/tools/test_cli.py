@@ -604,3 +604,48 @@ def test_convert_refuses_to_write_into_an_input_nnpackage(wmodel, tmp_path, caps
     assert (pkg / "m.tflite").read_bytes() == wmodel.read_bytes()
     rc, out, err = cli(capsys, "convert", pkg, tmp_path / "m.circle")
     assert rc == 0 and "3 subgraph(s)" in out, err
+
+
+def test_inspect_metadata_values(tmp_path, capsys):
+    mb = while_model()
+    mb.metadata["min_runtime_version"] = b"1.5.0" + b"\0" * 11
+    mb.metadata["blob"] = bytes(range(200))
+    path = tmp_path / "meta.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    rc, out, _ = cli(capsys, "inspect", path)
+    assert rc == 0 and "metadata: blob (200 bytes), min_runtime_version '1.5.0'" in out
+    info = json.loads(cli(capsys, "inspect", path, "--json")[1])
+    assert info["metadata"] == ["blob", "min_runtime_version"]
+    assert info["metadata_text"] == {"min_runtime_version": "1.5.0"}
+
+
+def test_compare_npz_reference_of_a_wider_dtype(wmodel, tmp_path, capsys):
+    """A reference written by numpy in float64/int64 is compared by value (and the dtype noted)."""
+    x, i = np.array([0.5, -1.0], np.float32), np.array(3, np.int32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "i.npy", i)
+    want_i, want_y = expected_while(3, x)
+    np.savez(tmp_path / "ref.npz", i_out=np.int64(want_i), y=want_y.astype(np.float64))
+    args = ["compare", wmodel, "--reference", tmp_path / "ref.npz", "--input", f"x={tmp_path / 'x.npy'}",
+            "--input", f"i={tmp_path / 'i.npy'}"]
+    rc, out, _ = cli(capsys, *args)
+    assert rc == 0, out
+    assert [r[-6:] for r in compare_rows(out)] == [["PASS", "(dtype", "int32", "vs", "reference", "int64)"],
+                                                   ["PASS", "(dtype", "float32", "vs", "reference", "float64)"]]
+    np.savez(tmp_path / "ref.npz", i_out=np.int64(want_i), y=want_y.astype(np.float64) + 1e-3)
+    rc, out, _ = cli(capsys, *args)
+    assert rc == 1
+    suggested = out.rstrip().splitlines()[-1].split("--atol ")[1].split()[0]
+    assert 0.0009 < float(suggested) <= 0.001           # 1e-3 less rtol * |y|, rounded up
+    assert cli(capsys, *args, "--atol", suggested)[0] == 0
+
+
+def test_unknown_input_lists_signature_names(tmp_path, capsys):
+    mb = while_model()
+    mb.signatures[0].inputs = {"count": mb.signatures[0].inputs["i"], "values": mb.signatures[0].inputs["x"]}
+    path = tmp_path / "sig.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    rc, _, err = cli(capsys, "run", path, "--input-range", "nope=0,1")
+    assert rc == 2 and "the model's inputs are ['i', 'x'], signature names ['count', 'values']" in err
+    rc, out, _ = cli(capsys, "run", path, "--input-range", "count=7,7")
+    assert rc == 0 and "output 0 'i_out': shape [] dtype int32  values [7]" in out
