@@ -39,9 +39,10 @@ _KEEP_COLS_BYTES = 16 << 20
 _FEW_CHANNELS = 4
 # Strided depthwise with at least this many channels: C-long inner loops (see DepthwisePlan).
 _INNER_C_MIN = 96
-# Strided depthwise without padding, KW <= 3 and fewer channels than this computes every column and
-# keeps every sw-th: the phase copy (C-float inner loops) costs more than the MACs it saves.
-_PHASES_C_MIN = 64
+# Strided depthwise with padding and at least this many outputs runs on column phases. Without padding
+# the taps read x itself (no copy at all), which measured faster in the models than the phase copy
+# (C-float inner loops) plus one einsum per phase; small ops pay more for the extra calls than they save.
+_PHASES_MIN_OUT = 16384
 
 
 def chunk(n: int, c: int, target: int = _INNER) -> int:
@@ -175,13 +176,13 @@ class DepthwisePlan:
     of output row r reads padded row r*sh + i*dh. The innermost L floats:
       * stride_w == 1: L = t*C' consecutive output pixels (t divides OW, L >= 1024 where possible) with
         the tap's weights tiled t times, so the inner loop is long whatever C' is;
-      * stride_w == S > 1 (dilation_w 1): the input is copied into its S column phases (`Phased`); the
-        taps of phase p (j = p, p + S, ...) are one einsum over that plane, again with L = t*C'
-        consecutive output pixels; the S partial sums are added (taps summed phase by phase);
+      * stride_w == S > 1 (dilation_w 1, padding, >= 16K outputs): the input is copied into its S column
+        phases (`Phased`) instead of a zero-bordered copy; the taps of phase p (j = p, p + S, ...) are
+        one einsum over that plane, again with L = t*C' consecutive output pixels; the S partial sums
+        are added (taps summed phase by phase);
       * 1x1, stride 1, no multiplier: y = x * w + b on long rows (two ufunc passes);
-      * other strided cases (dilation_w > 1, or no padding with KW <= 3 and C' < 64, where the phase copy
-        costs more than it saves): C' >= 96: L = C' (one output pixel); smaller C': every column is
-        computed as for stride_w == 1 and every sw-th one kept.
+      * other strided cases (no padding, dilation_w > 1, small outputs): C' >= 96: L = C' (one output
+        pixel); smaller C': every column is computed as for stride_w == 1 and every sw-th one kept.
     """
 
     def __init__(self, x_shape, mult: int, taps: np.ndarray, bias: np.ndarray | None, strides, dils,
@@ -208,7 +209,7 @@ class DepthwisePlan:
             self.w_row = np.tile(np.asarray(taps[0, 0], _F32), tb)
             return
         no_pad = pt == pb == pl == pr == 0 and mult == 1
-        if sw > 1 and dw == 1 and (kw > 3 or c >= _PHASES_C_MIN or not no_pad):
+        if sw > 1 and dw == 1 and not no_pad and m * c >= _PHASES_MIN_OUT:
             self.kind = "phases"
             self.phased = Phased(owner, (n, h, wd, c), sw, pads)
             _, _, _, wq, _ = self.phased.shape

@@ -199,12 +199,13 @@ DW_LAYOUTS = [
     ([2, 9, 11, 4], 3, 1, (1, 1), (1, 1)),        # stride_w 1, rows of t*C floats, t = OW (prime OW), batch 2
     ([1, 6, 66, 32], 3, 1, (1, 1), (1, 1)),       # stride_w 1, OW split into rows of 32-33 pixels (>= 1024 floats)
     ([1, 6, 7, 260], 3, 1, (2, 1), (1, 1)),       # stride_w 1 with stride_h 2, C > 1024/OW
-    ([2, 10, 13, 8], 3, 1, (2, 2), (1, 1)),       # stride_w 2, small C: phases (SAME), every 2nd column (VALID)
-    ([1, 9, 9, 100], 3, 1, (2, 2), (1, 1)),       # column phases, C >= 64
-    ([1, 12, 14, 16], 5, 1, (2, 2), (1, 1)),      # column phases, 5x5 (3 + 2 taps per row)
-    ([1, 13, 14, 6], (3, 2), 1, (2, 3), (1, 1)),  # stride_w 3 > KW: 2 of the 3 planes used
-    ([1, 7, 9, 64], 1, 1, (2, 2), (1, 1)),        # 1x1 stride 2, C >= 64: one plane
-    ([1, 11, 12, 5], (2, 3), 2, (1, 3), (2, 1)),  # multiplier 2, stride_w 3 (phases), dilation_h 2
+    ([2, 10, 13, 8], 3, 1, (2, 2), (1, 1)),       # stride_w 2, small output, small C: every 2nd column kept
+    ([1, 9, 9, 100], 3, 1, (2, 2), (1, 1)),       # stride_w 2, small output, C >= 96: C-long inner loops
+    ([2, 34, 66, 16], 3, 1, (2, 2), (1, 1)),      # SAME: column phases (>= 16K outputs), batch 2
+    ([1, 60, 64, 24], 5, 1, (2, 2), (1, 1)),      # SAME: column phases, 5x5 (3 + 2 taps per row)
+    ([1, 60, 61, 24], (3, 2), 1, (2, 3), (1, 1)), # SAME: stride_w 3 > KW: 2 of the 3 planes used
+    ([1, 40, 96, 16], (2, 3), 2, (1, 3), (2, 1)), # SAME: multiplier 2, stride_w 3: 3 planes, dilation_h 2
+    ([1, 11, 12, 5], (2, 3), 2, (1, 3), (2, 1)),  # multiplier 2, stride_w 3 (small), dilation_h 2
     ([2, 10, 13, 8], 3, 1, (2, 2), (1, 2)),       # stride_w 2, dilation_w 2, small C: every 2nd column kept
     ([1, 9, 11, 100], 3, 1, (2, 2), (1, 2)),      # stride_w 2, dilation_w 2, C >= 96: C-long inner loops
     ([2, 8, 9, 48], 3, 2, (2, 2), (1, 2)),        # multiplier 2 gives C' = 96: C-long loops, dilation_w 2
@@ -377,7 +378,7 @@ def test_layout_tables_cover_every_branch():
                           "channels" if strides[1] > 1 else "rows" if rows < out[1] else "row"))
     assert dw_kinds >= {("direct", "row"), ("padded", "row"), ("direct", "rows"), ("padded", "rows"),
                         ("direct", "subsample"), ("padded", "subsample"), ("direct", "channels"),
-                        ("padded", "channels"), ("scale", 0), ("phases", 1), ("phases", 2), ("phases", 3)}
+                        ("padded", "channels"), ("scale", 0), ("phases", 2), ("phases", 3)}
     conv_kinds = set()
     for x_shape, k, cout, strides, dils in CONV_LAYOUTS:
         for padding in (SAME, VALID):
