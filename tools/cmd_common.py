@@ -69,6 +69,13 @@ def _position(key: str, names: Sequence[str], aliases: dict[str, int]) -> int:
                    + (f" (or an index 0..{len(names) - 1})" if names else " (it has none)"))
 
 
+def _once(pos: int, seen: dict, option: str, names: Sequence[str]) -> int:
+    """A position not given before: a second value for one input is a typo, not an override."""
+    if pos in seen:
+        raise CliError(f"{option}: input {pos} ({names[pos]!r}) is given twice")
+    return pos
+
+
 def parse_inputs(specs: Sequence[str], names: Sequence[str], aliases: dict[str, int] | None = None,
                  with_paths: bool = False) -> Any:
     """`NAME_OR_INDEX=file.npy` or `file.npz` (one array per input name) -> {position: array}
@@ -88,13 +95,13 @@ def parse_inputs(specs: Sequence[str], names: Sequence[str], aliases: dict[str, 
                                "input name")
             with data:
                 for name in data.files:
-                    pos = _position(name, names, aliases)
+                    pos = _once(_position(name, names, aliases), given, "--input", names)
                     given[pos] = _read_npz_member(data, name, spec)
                     paths[pos] = f"{spec}[{name}]"
             continue
         if not key or not path:
             raise CliError(f"--input {spec!r}: expected NAME_OR_INDEX=file.npy")
-        pos = _position(key, names, aliases)
+        pos = _once(_position(key, names, aliases), given, "--input", names)
         data = _load_array_file(path)
         if isinstance(data, np.lib.npyio.NpzFile):
             with data:
@@ -284,7 +291,7 @@ def parse_shapes(specs: Sequence[str], names: Sequence[str],
             raise CliError(f"--input-shape {spec!r}: dims must be comma-separated integers") from None
         if any(d < 0 for d in shape):
             raise CliError(f"--input-shape {spec!r}: dims must be >= 0")
-        shapes[_position(key, names, aliases or {})] = shape
+        shapes[_once(_position(key, names, aliases or {}), shapes, "--input-shape", names)] = shape
     return shapes
 
 
@@ -315,7 +322,7 @@ def parse_ranges(specs: Sequence[str], names: Sequence[str],
         lo, hi = _number(parts[0], spec), _number(parts[1], spec)
         if lo > hi:
             raise CliError(f"--input-range {spec!r}: LO must be <= HI")
-        ranges[_position(key, names, aliases or {})] = (lo, hi)
+        ranges[_once(_position(key, names, aliases or {}), ranges, "--input-range", names)] = (lo, hi)
     return ranges
 
 

@@ -385,3 +385,17 @@ def test_mediapipe_custom_ops_are_hinted_and_loadable(tmp_path, capsys, monkeypa
                        "--input", f"m={tmp_path / 'm.npy'}", "--output", tmp_path / "o.npz")
     assert rc == 0, err
     np.testing.assert_allclose(saved(tmp_path / "o.npz")["o"], lmv + np.array([2, -1, 0], np.float32))
+
+
+def test_an_input_given_twice_is_an_error(tmp_path, capsys):
+    model = gather_model(tmp_path)
+    np.save(tmp_path / "x.npy", np.ones((1, 3), np.float32))
+    np.savez(tmp_path / "in.npz", x=np.ones((1, 3), np.float32))
+    cases = [("--input", f"x={tmp_path / 'x.npy'}", "--input", f"1={tmp_path / 'x.npy'}"),
+             ("--input", tmp_path / "in.npz", "--input", f"x={tmp_path / 'x.npy'}"),
+             ("--input-shape", "x=2,3", "--input-shape", "1=4,3"),
+             ("--input-range", "ids=0,1", "--input-range", "ids=0,2")]
+    for args in cases:
+        option = args[0]
+        assert f"{option}: input " in one_line_error(capsys, "run", model, *args)
+        assert "is given twice" in one_line_error(capsys, "run", model, *args)
