@@ -164,8 +164,10 @@ def run_litert(data: bytes, inputs: Sequence[np.ndarray], preserve: bool,
         it.invoke()
         return [np.array(it.get_tensor(d["index"])) for d in it.get_output_details()], it
     except (RuntimeError, ValueError, KeyError) as e:
-        raise CliError(f"LiteRT failed on this model: {str(e).strip().splitlines()[0] if str(e).strip() else e}"
-                       ) from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        hint = ("; compare with a stored reference instead (--reference EXPECTED.npz)"
+                if "unresolved custom op" in first.lower() else "")
+        raise CliError(f"LiteRT failed on this model: {first.rstrip('.') if hint else first}{hint}") from None
 
 
 def load_expected(path: str, names: Sequence[str]) -> list[np.ndarray]:

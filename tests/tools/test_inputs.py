@@ -344,6 +344,14 @@ def test_custom_ops_from_a_python_file(tmp_path, capsys, monkeypatch):
     assert "values [ 3. , -6. ,  1.5]" in out
     rc, out, _ = cli(capsys, "ops", "timesthree")
     assert rc == 0 and "TimesThreeForCliTest  custom" in out
+    pytest.importorskip("ai_edge_litert.interpreter")
+    line = one_line_error(capsys, "compare", model, "--custom-ops", plugin)
+    assert "LiteRT failed on this model: Encountered unresolved custom op: TimesThreeForCliTest; compare with " \
+           "a stored reference instead (--reference EXPECTED.npz)" in line
+    np.savez(tmp_path / "ref.npz", o=np.array([3, -6, 1.5], np.float32))
+    rc, out, _ = cli(capsys, "compare", model, "--custom-ops", plugin, "--input", f"a={tmp_path / 'a.npy'}",
+                     "--reference", tmp_path / "ref.npz")
+    assert rc == 0 and out.rstrip().endswith("PASS")
 
 
 def test_bad_custom_ops(tmp_path, capsys):
