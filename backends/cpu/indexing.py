@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu.shape import FIXED_TYPES, int_input
+from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 
@@ -324,9 +324,9 @@ def segment_sum(ctx: KernelContext) -> Run:
     starting above 0) give zero rows. LiteRT refuses such ids (it requires 0, 1, 2, ... with repeats);
     we accept them, as TensorFlow does, constant or computed at run time."""
     ctx.expect_inputs(2)
+    dt = check_dtype(ctx)
     d, s, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
-    dt = ctx.output_dtype()
     ids_const = ctx.const(1)
     n_const = None
     if ids_const is not None:
@@ -348,10 +348,10 @@ def _register_unsorted(kind: str) -> None:
     @CPU.register(f"UNSORTED_SEGMENT_{kind}", dtypes=("float32", "int32"))
     def unsorted_segment(ctx: KernelContext) -> Run:
         ctx.expect_inputs(3)
+        dt = check_dtype(ctx)
         d, s, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
         v = ctx.values
         get_n = int_input(ctx, 2)
-        dt = ctx.output_dtype()
 
         def run() -> None:
             data, ids = v[d], np.asarray(v[s])
@@ -419,11 +419,11 @@ def sparse_to_dense(ctx: KernelContext) -> Run:
 @CPU.register("CUMSUM", dtypes=("float32", "int32", "int64"))
 def cumsum(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    dt = check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_axis = int_input(ctx, 1)
     exclusive, reverse = bool(ctx.options.get("exclusive", False)), bool(ctx.options.get("reverse", False))
-    dt = ctx.output_dtype()
 
     def run() -> None:
         a = v[x]
@@ -445,6 +445,7 @@ def cumsum(ctx: KernelContext) -> Run:
 @CPU.register("BUCKETIZE", dtypes=("float32", "float64", "int32", "int64"))
 def bucketize(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx, same_output=False)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     boundaries = np.asarray(ctx.options.get("boundaries", ()) or (), dtype=np.float32)

@@ -9,7 +9,7 @@ import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
 from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code
-from onert_py.backends.cpu.shape import int_input
+from onert_py.backends.cpu.shape import check_dtype, int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _DILATE_TYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
@@ -65,6 +65,7 @@ def reduce_window(ctx: KernelContext) -> Run:
     int64 vectors. Each output element is init folded with the window's elements in row-major order;
     out dim = (s - ((w - 1) * dil + 1)) // stride + 1 (0 when the window does not fit)."""
     ctx.expect_inputs(5)
+    check_dtype(ctx)
     fn_code = int(ctx.options.get("reduce_function", 0))
     if fn_code not in _RW_FN:
         raise ctx.fail(f"unsupported reduce_function {fn_code}")

@@ -17,6 +17,26 @@ FIXED_TYPES = ("float32", "float16", "float64", "int8", "uint8", "int16", "uint1
                "int64", "uint64", "bool", "complex64")
 
 
+def type_name(dt: np.dtype) -> str:
+    """The registry's name of a tensor dtype (numpy's object dtype holds strings)."""
+    return "string" if dt == np.dtype(object) else dt.name
+
+
+def check_dtype(ctx: KernelContext, i: int = 0, same_output: bool = True) -> np.dtype:
+    """Input i's dtype, checked at prepare time against the types the op's kernel is registered for
+    (what docs/ops.md lists) and, when `same_output`, against output 0's: a PrepareError naming the
+    tensor and the types otherwise, instead of numpy silently computing something else (float64 EXP of
+    an int32 tensor) or failing halfway through a run (ABS of strings)."""
+    t = ctx.input_tensor(i)
+    name = type_name(t.dtype)
+    allowed = CPU.dtypes.get(ctx.op.kernel_name, ())
+    if allowed and name not in allowed:
+        raise ctx.fail(f"input {i} ({t.name!r}) has type {name}, not supported (supported: {', '.join(allowed)})")
+    if same_output and ctx.output_dtype() != t.dtype:
+        raise ctx.fail(f"output type {type_name(ctx.output_dtype())} differs from input type {name}")
+    return t.dtype
+
+
 def int_input(ctx: KernelContext, i: int):
     """A getter for integer input i as a tuple of Python ints: bound to the constant when there is one."""
     c = ctx.const(i)

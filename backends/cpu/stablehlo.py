@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -20,6 +21,9 @@ _ARITH_TYPES = _NUM_TYPES + ("bool",)
 
 def _binary(ctx: KernelContext, fn) -> Run:
     ctx.expect_inputs(2)
+    dt = check_dtype(ctx)
+    if ctx.input_tensor(1).dtype != dt:
+        raise ctx.fail(f"input 1 has type {ctx.input_tensor(1).dtype}, input 0 has {dt}")
     a, b = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values
@@ -179,6 +183,7 @@ _SCATTER_UFUNCS = {"STABLEHLO_ADD": np.add, "STABLEHLO_MULTIPLY": np.multiply,
 @CPU.register("STABLEHLO_SCATTER", dtypes=_NUM_TYPES + ("bool",))
 def stablehlo_scatter(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
+    check_dtype(ctx)
     x_i, idx_i, upd_i = ctx.inputs
     (o,) = ctx.outputs
     body = _region_op(ctx, "update_computation_subgraph_index")
@@ -234,6 +239,7 @@ _WINDOW_UFUNCS = {"ADD": np.add, "STABLEHLO_ADD": np.add, "MUL": np.multiply,
 @CPU.register("STABLEHLO_REDUCE_WINDOW", dtypes=_NUM_TYPES + ("bool",))
 def stablehlo_reduce_window(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x_i, init_i = ctx.inputs
     (o,) = ctx.outputs
     body = _region_op(ctx, "body_subgraph_index")

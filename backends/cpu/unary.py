@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _FLOATS = ("float32", "float16")
 
 
-def _unary(ctx: KernelContext, fn) -> Run:
-    """Run closure for out = fn(x); `fn` must not write into x."""
+def _unary(ctx: KernelContext, fn, same_output: bool = True) -> Run:
+    """Run closure for out = fn(x); `fn` must not write into x. x must have a registered type (and
+    the output the same one, when `same_output`)."""
     ctx.expect_inputs(1)
+    check_dtype(ctx, 0, same_output)
     (a,), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
 
@@ -26,12 +29,21 @@ def _unary(ctx: KernelContext, fn) -> Run:
 
 def _binary(ctx: KernelContext, fn) -> Run:
     ctx.expect_inputs(2)
+    _same_types(ctx)
     (a, b), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
 
     def run() -> None:
         v[o] = fn(v[a], v[b])
     return run
+
+
+def _same_types(ctx: KernelContext) -> None:
+    """Every input and the output share one registered type."""
+    dt = check_dtype(ctx, 0)
+    for i in range(1, len(ctx.inputs)):
+        if ctx.input_tensor(i).dtype != dt:
+            raise ctx.fail(f"input {i} has type {ctx.input_tensor(i).dtype}, input 0 has {dt}")
 
 
 def _then(second):
@@ -134,6 +146,7 @@ def add_n(ctx: KernelContext) -> Run:
     ins, (o,) = ctx.inputs, ctx.outputs
     if len(ins) < 2:
         raise ctx.fail(f"ADD_N expects at least 2 inputs, has {len(ins)}")
+    _same_types(ctx)
     v = ctx.values
     first, second, rest = ins[0], ins[1], ins[2:]
     dt = ctx.output_dtype()
@@ -210,7 +223,7 @@ def cast(ctx: KernelContext) -> Run:
     for d in (src, dst):
         if d.name not in _CAST_TYPES:
             raise ctx.fail(f"cannot cast {src} to {dst}")
-    return _unary(ctx, _cast_fn(src, dst))
+    return _unary(ctx, _cast_fn(src, dst), same_output=False)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -244,7 +257,7 @@ def bitcast(ctx: KernelContext) -> Run:
             if not x.flags.c_contiguous:
                 x = x.copy()
             return x.view(dst)
-    return _unary(ctx, fn)
+    return _unary(ctx, fn, same_output=False)
 
 
 _BIT_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
@@ -271,7 +284,7 @@ def right_shift(ctx: KernelContext) -> Run:
 
 def _complex_part(ctx: KernelContext, part) -> Run:
     dt = ctx.output_dtype()
-    return _unary(ctx, lambda x: np.array(part(x), dtype=dt, copy=True))
+    return _unary(ctx, lambda x: np.array(part(x), dtype=dt, copy=True), same_output=False)
 
 
 @CPU.register("REAL", dtypes=("complex64", "complex128"))
@@ -298,6 +311,11 @@ _SELECT_TYPES = ("bool", "float32", "float16", "float64", "int8", "uint8", "int1
 
 def _select(ctx: KernelContext, v1: bool) -> Run:
     ctx.expect_inputs(3)
+    if ctx.input_tensor(0).dtype != np.bool_:
+        raise ctx.fail(f"the condition must be bool, not {ctx.input_tensor(0).dtype}")
+    dt = check_dtype(ctx, 1)
+    if ctx.input_tensor(2).dtype != dt:
+        raise ctx.fail(f"x has type {dt}, y has {ctx.input_tensor(2).dtype}")
     (c, a, b), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
     shapes = [ctx.input_tensor(i).shape for i in range(3)]

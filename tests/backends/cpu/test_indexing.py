@@ -480,3 +480,13 @@ def test_indexing_types_beyond_litert():
     want = np.zeros((3, 2), bool)
     want[0, 1] = want[2, 0] = True
     np.testing.assert_array_equal(run_onert(mb, [])[0], want)
+
+
+@pytest.mark.parametrize("op", ["SEGMENT_SUM", "UNSORTED_SEGMENT_MAX", "CUMSUM"])
+def test_unsupported_type_is_prepare_error(op):
+    mb, _ = _indexing_case(op, "float32")
+    for t in mb.subgraphs[0].tensors:       # retype the data input and the output: int8 is not supported
+        if t.dtype == np.float32:
+            t.dtype, t.type_name = np.dtype(np.int8), "INT8"
+    with pytest.raises(onert_py.PrepareError, match="has type int8, not supported"):
+        onert_py.infer.session(mb.to_bytes("tflite"))

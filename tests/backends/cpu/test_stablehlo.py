@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import onert_py
 from helpers import FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_onert, single_op_model
 from onert_py.backends.registry import CPU, load_builtin_kernels
 from onert_py.schema.writer import ModelBuilder
@@ -242,3 +243,10 @@ def test_rng_bit_generator(algorithm, n_state, dtype, shape):
     m = single_op_model("STABLEHLO_RNG_BIT_GENERATOR", [("s", [n_state], np.uint64)],
                         [("so", [n_state], np.uint64), ("o", shape, dtype)], algorithm=algorithm)
     assert_matches_litert(m, [state])
+
+
+def test_unsupported_type_is_prepare_error():
+    m = single_op_model("STABLEHLO_ADD", [("a", [2], np.complex64), ("b", [2], np.complex64)],
+                        [("o", [2], np.complex64)])
+    with pytest.raises(onert_py.PrepareError, match="has type complex64, not supported"):
+        run_onert(m, [np.zeros(2, np.complex64)] * 2)

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import onert_py
 from helpers import check_builtin, rng, single_op_model
 
 
@@ -306,3 +307,27 @@ def test_select_v2_broadcast(sc, sx, sy):
     so = np.broadcast_shapes(sc, sx, sy)
     _select_case("SELECT_V2", sc, sx, sy, so, np.float32)
     _select_case("SELECT_V2", sc, sx, sy, so, np.int32, seed=3)
+
+
+# ---- unsupported types are prepare-time errors
+
+@pytest.mark.parametrize("op,dtype", [("EXP", np.int32), ("ABS", object), ("ABS", np.int8), ("SIGN", np.float16),
+                                      ("LOGICAL_NOT", np.int32), ("ZEROS_LIKE", np.complex64)])
+def test_unsupported_type_is_prepare_error(op, dtype):
+    # (numpy would compute a float64 EXP of int32, fail on strings at run time, ...; LiteRT rejects them)
+    mb = single_op_model(op, [("x", [3], dtype)], [("y", [3], dtype)])
+    name = "string" if dtype is object else np.dtype(dtype).name
+    with pytest.raises(onert_py.PrepareError, match=f"has type {name}, not supported"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
+
+
+def test_mismatched_types_are_prepare_errors():
+    cases = [("EXP", [("x", [3], np.float32)], [("y", [3], np.float16)], "differs from input type"),
+             ("ATAN2", [("a", [3], np.float32), ("b", [3], np.float64)], [("y", [3], np.float32)], "input 1 has type"),
+             ("SELECT_V2", [("c", [3], np.bool_), ("a", [3], np.int32), ("b", [3], np.int64)],
+              [("y", [3], np.int32)], "y has int64"),
+             ("SELECT_V2", [("c", [3], np.int32), ("a", [3], np.int32), ("b", [3], np.int32)],
+              [("y", [3], np.int32)], "condition must be bool")]
+    for op, ins, outs, msg in cases:
+        with pytest.raises(onert_py.PrepareError, match=msg):
+            onert_py.infer.session(single_op_model(op, ins, outs).to_bytes("tflite"))
