@@ -241,13 +241,15 @@ class Inputs:
     declared: list[list[int]]        # the model's dims (-1 = dynamic)
     random: list[bool] = field(default_factory=list)
     seed: int = 0
+    aliases: dict[str, int] = field(default_factory=dict)   # signature input name -> position
 
     def line(self, k: int) -> str:
         arr = self.arrays[k]
         dtype = "string" if arr.dtype == object else str(arr.dtype)
         shape = list(np.shape(arr))
         model = f" (model: {self.declared[k]})" if shape != self.declared[k] else ""
-        return f"input {k} {self.names[k]!r}: shape {shape}{model} dtype {dtype}  {self.sources[k]}"
+        return (f"input {k} {self.names[k]!r}{signature_label(self.names[k], k, self.aliases)}: "
+                f"shape {shape}{model} dtype {dtype}  {self.sources[k]}")
 
     def random_names(self) -> list[str]:
         """Inputs with random values, integer ones only when there are any: counts, ids and indices
@@ -255,6 +257,24 @@ class Inputs:
         rand = [k for k, r in enumerate(self.random) if r]
         ints = [k for k in rand if self.arrays[k].dtype.kind in "biu"]
         return [self.names[k] for k in (ints or rand)]
+
+
+def signature_label(name: str, k: int, aliases: dict[str, int]) -> str:
+    """` (signature 'x')` when position k has a signature name other than its tensor name."""
+    other = [a for a, pos in aliases.items() if pos == k and a != name]
+    return f" (signature {other[0]!r})" if other else ""
+
+
+def output_aliases(sess: Any) -> dict[str, int]:
+    """Signature output names -> output position, for the session's subgraph."""
+    sg = sess.model.subgraphs[sess.subgraph_index]
+    out: dict[str, int] = {}
+    for s in sess.model.signatures:
+        if s.subgraph_index == sess.subgraph_index:
+            for alias, t in s.outputs.items():
+                if t in sg.outputs:
+                    out[alias] = list(sg.outputs).index(t)
+    return out
 
 
 def input_names(sess: Any) -> tuple[list[str], dict[str, int]]:
@@ -510,7 +530,7 @@ def prepare_inputs(sess: Any, args: argparse.Namespace) -> Inputs:
         arrays.append(random_input(info.dims, info.dtype, rng, value_range))
         sources.append(f"{how}, seed {args.seed}")
         random.append(True)
-    return Inputs(names, arrays, sources, declared, random, args.seed)
+    return Inputs(names, arrays, sources, declared, random, args.seed, aliases)
 
 
 def run_inference(sess: Any, inputs: Inputs) -> list[np.ndarray]:

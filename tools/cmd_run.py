@@ -7,7 +7,8 @@ from typing import Sequence
 import numpy as np
 
 from onert_py.tools.cmd_common import (add_input_options, add_model_options, check_writable, open_session,
-                                       prepare_inputs, run_inference, save_arrays, summarize)
+                                       output_aliases, prepare_inputs, run_inference, save_arrays,
+                                       signature_label, summarize)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,10 +26,12 @@ def save_outputs(path: str, names: Sequence[str], outputs: Sequence[np.ndarray])
     save_arrays(path, names, outputs)
 
 
-def print_outputs(names: Sequence[str], outputs: Sequence[np.ndarray]) -> None:
+def print_outputs(names: Sequence[str], outputs: Sequence[np.ndarray], aliases: dict[str, int] | None = None
+                  ) -> None:
     for k, (name, arr) in enumerate(zip(names, outputs)):
         dtype = "string" if arr.dtype == object else str(arr.dtype)
-        print(f"output {k} {name!r}: shape {list(arr.shape)} dtype {dtype}  {summarize(arr)}")
+        label = signature_label(name, k, aliases or {})
+        print(f"output {k} {name!r}{label}: shape {list(arr.shape)} dtype {dtype}  {summarize(arr)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     for k in range(len(inputs.names)):
         print(inputs.line(k))
     names = [i.name for i in sess.get_outputs_tensorinfo()]
-    print_outputs(names, outputs)
+    print_outputs(names, outputs, output_aliases(sess))
     if args.save_inputs:
         print(f"saved {len(inputs.arrays)} input(s) to {args.save_inputs}")
     if args.output:

@@ -640,12 +640,16 @@ def test_compare_npz_reference_of_a_wider_dtype(wmodel, tmp_path, capsys):
     assert cli(capsys, *args, "--atol", suggested)[0] == 0
 
 
-def test_unknown_input_lists_signature_names(tmp_path, capsys):
+def test_signature_names_are_shown_and_listed(tmp_path, capsys):
     mb = while_model()
     mb.signatures[0].inputs = {"count": mb.signatures[0].inputs["i"], "values": mb.signatures[0].inputs["x"]}
+    mb.signatures[0].outputs = {"final": mb.signatures[0].outputs["y"], "i_out": mb.signatures[0].outputs["i_out"]}
     path = tmp_path / "sig.tflite"
     path.write_bytes(mb.to_bytes("tflite"))
     rc, _, err = cli(capsys, "run", path, "--input-range", "nope=0,1")
     assert rc == 2 and "the model's inputs are ['i', 'x'], signature names ['count', 'values']" in err
     rc, out, _ = cli(capsys, "run", path, "--input-range", "count=7,7")
     assert rc == 0 and "output 0 'i_out': shape [] dtype int32  values [7]" in out
+    assert "input 0 'i' (signature 'count'): shape [] dtype int32  random in [7, 7], seed 0" in out
+    assert "input 1 'x' (signature 'values'): shape [2]" in out
+    assert "output 1 'y' (signature 'final'): shape [2]" in out
