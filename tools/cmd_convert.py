@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Re-serialize a model (.tflite, .circle or nnpackage) as TFLite or "
                                    "Circle. The new file is reloaded and checked against the original "
                                    "before it replaces OUT, so a failed conversion leaves no file behind.")
-    p.add_argument("input", help="model to read")
+    p.add_argument("input", help="model to read (.tflite / .circle file or nnpackage directory)")
     p.add_argument("output", metavar="OUT", help="file to write (.tflite or .circle; not the input)")
     p.add_argument("--format", choices=("circle", "tflite"),
                    help="output format (default: from OUT's extension)")

@@ -13,7 +13,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="List every op with a kernel, its backend and the dtypes it takes. "
                                    "With NAME, only ops whose name contains NAME (case-insensitive); "
                                    "exit code 1 when none does.")
-    p.add_argument("name", nargs="?", help="show only ops whose name contains this (e.g. conv)")
+    p.add_argument("name", nargs="?", metavar="NAME", help="show only ops whose name contains this (e.g. conv)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (for docs/ops.md)")
     add_custom_ops_option(p)
     p.set_defaults(func=ops_cmd)

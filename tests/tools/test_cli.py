@@ -1,6 +1,7 @@
 """The `onert-py` command line, called in-process through main([...]) (plus one real subprocess)."""
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -653,3 +654,20 @@ def test_signature_names_are_shown_and_listed(tmp_path, capsys):
     assert "input 0 'i' (signature 'count'): shape [] dtype int32  random in [7, 7], seed 0" in out
     assert "input 1 'x' (signature 'values'): shape [2]" in out
     assert "output 1 'y' (signature 'final'): shape [2]" in out
+
+
+@pytest.mark.parametrize("command", ["run", "inspect", "convert", "compare", "ops", "bench"])
+def test_every_command_has_help(command, capsys):
+    rc, out, _ = cli(capsys, command, "--help")
+    assert rc == 0 and out.startswith(f"usage: onert-py {command}")
+    description = out.split("\n\n")[1]
+    assert len(description.split()) > 10                 # a sentence, not just the usage line
+    from onert_py.tools.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices[command]._actions:         # every option and argument explains itself
+        assert action.help, (command, action.dest)
+
+
+def test_top_level_help_lists_exit_codes(capsys):
+    rc, out, _ = cli(capsys, "--help")
+    assert rc == 0 and "exit codes: 0 success; 1 compare found a mismatch" in out
