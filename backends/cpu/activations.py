@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import Scratch
-from onert_py.backends.cpu._conv_plan import chunk
+from onert_py.backends.cpu._conv_plan import ROW, chunk
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 try:  # the clip ufunc itself: np.clip adds microseconds of Python dispatch per call
@@ -87,11 +87,6 @@ def leaky_relu(ctx: KernelContext) -> Run:
     return _unary(ctx, lambda x: np.where(x > 0, x, x * alpha))
 
 
-# Per-channel constants are tiled to rows of about this many floats: numpy's inner loops then run over
-# long contiguous rows (a broadcast over a C-float last axis costs a loop call per pixel).
-_ROW = 8192
-
-
 def _prelu_plan(x_shape: tuple[int, ...], alpha: np.ndarray):
     """(rows shape, formula, tiled constants) for a constant alpha that varies at most along x's last
     axis and holds no 0 or NaN; None when the generic formula must be used.
@@ -111,7 +106,7 @@ def _prelu_plan(x_shape: tuple[int, ...], alpha: np.ndarray):
     m = int(np.prod(x_shape[:-1], dtype=np.int64))
     if m * c == 0:
         return None
-    t = chunk(m, c, _ROW)
+    t = chunk(m, c, ROW)   # long rows: a broadcast over a C-float last axis costs a loop call per pixel
     rows = (m // t, t * c)
     a_row = np.tile(np.broadcast_to(a, (c,)).astype(np.float32), t)
     if (a_row <= 1).all():

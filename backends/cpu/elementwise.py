@@ -15,7 +15,7 @@ from math import isinf
 import numpy as np
 
 from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH
-from onert_py.backends.cpu._conv_plan import chunk
+from onert_py.backends.cpu._conv_plan import ROW, chunk
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 try:  # the clip ufunc itself: np.clip adds ~5 us of Python dispatch per call
@@ -102,9 +102,6 @@ def _arithmetic(ctx: KernelContext, fn) -> Run:
 
 _UFUNCS = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
            operator.truediv: np.divide}
-# A per-channel operand ([..., 1, C] against [..., H*W, C]) is tiled to rows of about this many floats,
-# so numpy's inner loop is long (broadcasting it gives C-float inner loops, one call per pixel).
-_ROW = 8192
 
 
 def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
@@ -135,10 +132,10 @@ def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
     rows = None
     for k in (0, 1):
         full, chan = shapes[k], shapes[1 - k]
-        if (full == out_shape and c > 1 and size >= 4 * _ROW and len(chan) >= 1 and chan[-1] == c
+        if (full == out_shape and c > 1 and size >= 4 * ROW and len(chan) >= 1 and chan[-1] == c
                 and int(np.prod(chan)) == c):
             m = size // c
-            t = chunk(m, c, _ROW)
+            t = chunk(m, c, ROW)
             rows, tile_k, reps = (m // t, t * c), 1 - k, t
             break
 
