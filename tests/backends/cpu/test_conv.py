@@ -197,8 +197,8 @@ def test_transpose_conv_runtime_output_shape():
 DW_LAYOUTS = [
     # (x_shape, k, multiplier, strides, dilations): the DepthwisePlan branch exercised
     ([2, 9, 11, 4], 3, 1, (1, 1), (1, 1)),        # stride_w 1, rows of t*C floats, t = OW (prime OW), batch 2
-    ([1, 6, 66, 32], 3, 1, (1, 1), (1, 1)),       # stride_w 1, OW split into rows of 32-33 pixels (>= 1024 floats)
-    ([1, 6, 7, 260], 3, 1, (2, 1), (1, 1)),       # stride_w 1 with stride_h 2, C > 1024/OW
+    ([1, 4, 260, 64], 3, 1, (1, 1), (1, 1)),      # stride_w 1, OW split into rows of 130 pixels (>= 8192 floats)
+    ([1, 6, 7, 260], 3, 1, (2, 1), (1, 1)),       # stride_w 1 with stride_h 2, one whole output row
     ([2, 10, 13, 8], 3, 1, (2, 2), (1, 1)),       # stride_w 2, small output, small C: every 2nd column kept
     ([1, 9, 9, 100], 3, 1, (2, 2), (1, 1)),       # stride_w 2, small output, C >= 96: C-long inner loops
     ([2, 34, 66, 16], 3, 1, (2, 2), (1, 1)),      # SAME: column phases (>= 16K outputs), batch 2
