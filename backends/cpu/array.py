@@ -472,8 +472,8 @@ def batch_to_space_nd(ctx: KernelContext) -> Run:
 
 # LiteRT's MATRIX_DIAG / MATRIX_SET_DIAG switch on int8/uint8/int16/int32/int64 and copy every other
 # type as a 4-byte float: right for float32 and uint32, wrong (and out of bounds) for float16, float64,
-# uint16, uint64, bool and complex64. We run those too, tested against the numpy definition.
-_DIAG_TYPES = FIXED_TYPES
+# uint16, uint64, bool, complex64 and complex128. We run those too, tested against the numpy definition.
+_DIAG_TYPES = FIXED_TYPES + ("complex128",)
 
 
 @CPU.register("MATRIX_DIAG", dtypes=_DIAG_TYPES)

@@ -198,7 +198,7 @@ def strided_slice(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("DYNAMIC_UPDATE_SLICE", dtypes=FIXED_TYPES)
+@CPU.register("DYNAMIC_UPDATE_SLICE", dtypes=FIXED_TYPES + ("complex128",))
 def dynamic_update_slice(ctx: KernelContext) -> Run:
     """Start indices are clamped so the update fits (as XLA and LiteRT do)."""
     ctx.expect_inputs(3)
@@ -371,7 +371,7 @@ for _kind in ("SUM", "PROD", "MAX", "MIN"):
 
 # ----------------------------------------------------------------------------- lookups and dense
 
-@CPU.register("EMBEDDING_LOOKUP", dtypes=FIXED_TYPES)
+@CPU.register("EMBEDDING_LOOKUP", dtypes=FIXED_TYPES + ("complex128",))
 def embedding_lookup(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     i_t, w_t, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs

@@ -11,7 +11,8 @@ _SUM, _MEAN, _SQRTN = 0, 1, 2
 
 
 @CPU.register("HASHTABLE_LOOKUP", dtypes=("float32", "float16", "float64", "int8", "uint8", "int16", "uint16",
-                                          "int32", "uint32", "int64", "uint64", "bool", "complex64", "string"))
+                                          "int32", "uint32", "int64", "uint64", "bool", "complex64", "complex128",
+                                          "string"))
 def hashtable_lookup(ctx: KernelContext) -> Run:
     """inputs (lookup int32 [N], keys int32 [K] sorted ascending, values [K, ...]);
     outputs (values of the found keys, zero / empty rows for misses; hits uint8 [N])."""

@@ -13,7 +13,7 @@ from onert_py.backends.cpu.shape import check_dtype, int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _DILATE_TYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
-                 "uint32", "uint64", "bool", "complex64")
+                 "uint32", "uint64", "bool", "complex64", "complex128")
 
 
 # ----------------------------------------------------------------------------- DILATE

@@ -78,7 +78,7 @@ def _ints(ctx: KernelContext, key: str, n: int | None = None, default: int = 0) 
     return out
 
 
-@CPU.register("STABLEHLO_PAD", dtypes=_ARITH_TYPES + ("complex64",))
+@CPU.register("STABLEHLO_PAD", dtypes=_ARITH_TYPES + ("complex64", "complex128"))
 def stablehlo_pad(ctx: KernelContext) -> Run:
     """Edge padding (negative values crop) and interior padding between elements."""
     ctx.expect_inputs(2)

@@ -30,7 +30,7 @@ def var_handle(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("ASSIGN_VARIABLE", dtypes=FIXED_TYPES)
+@CPU.register("ASSIGN_VARIABLE", dtypes=FIXED_TYPES + ("complex128",))
 def assign_variable(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     h, x = ctx.inputs
@@ -41,7 +41,7 @@ def assign_variable(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("READ_VARIABLE", dtypes=FIXED_TYPES)
+@CPU.register("READ_VARIABLE", dtypes=FIXED_TYPES + ("complex128",))
 def read_variable(ctx: KernelContext) -> Run:
     (h,), (o,) = ctx.inputs, ctx.outputs
     v, variables = ctx.values, ctx.runtime.resources

@@ -230,7 +230,7 @@ def cast(ctx: KernelContext) -> Run:
 # Reinterpretation and bits.
 
 @CPU.register("BITCAST", dtypes=("float32", "float64", "float16", "int8", "uint8", "int16", "uint16",
-                                 "int32", "uint32", "int64", "uint64", "bool", "complex64"))
+                                 "int32", "uint32", "int64", "uint64", "bool", "complex64", "complex128"))
 def bitcast(ctx: KernelContext) -> Run:
     src, dst = ctx.input_tensor(0).dtype, ctx.output_dtype()
     if src.itemsize > dst.itemsize:

@@ -447,7 +447,7 @@ def test_array_dtypes(op, dtype):
 
 
 @pytest.mark.parametrize("op", ["MATRIX_DIAG", "MATRIX_SET_DIAG"])
-@pytest.mark.parametrize("dtype", ["float16", "float64", "uint16", "uint64", "bool", "complex64"])
+@pytest.mark.parametrize("dtype", ["float16", "float64", "uint16", "uint64", "bool", "complex64", "complex128"])
 def test_matrix_diag_other_types_numpy(op, dtype):
     # LiteRT treats these types as 4-byte floats (wrong results); the numpy definition is the reference
     mb, inputs = _array_case(op, dtype)

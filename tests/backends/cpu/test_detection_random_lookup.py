@@ -118,7 +118,7 @@ def test_multinomial(dtype, batch, classes, ns, seed, seed2):
 
 # ----------------------------------------------------------------------------- lookups
 
-@pytest.mark.parametrize("dtype", FIXED_DTYPES)   # every fixed-size type runs in LiteRT 2.3
+@pytest.mark.parametrize("dtype", FIXED_DTYPES + ("complex128",))   # every fixed-size type runs in LiteRT 2.3
 def test_hashtable_lookup(dtype):
     keys = np.array([-3, 0, 2, 5, 9, 40], np.int32)
     vals = dtype_values([6, 3], dtype, seed=3)

@@ -27,7 +27,7 @@ def test_dilate_int():
     assert_matches_litert(mb, [x, np.array(7, np.int32)])
 
 
-@pytest.mark.parametrize("dtype", FIXED_DTYPES)
+@pytest.mark.parametrize("dtype", FIXED_DTYPES + ("complex128",))
 def test_dilate_dtypes(dtype):
     # LiteRT 2.3's DILATE moves elements of every fixed-size type
     x = dtype_values([2, 3], dtype, seed=1)

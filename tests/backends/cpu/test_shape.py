@@ -244,12 +244,12 @@ def _shape_case(op, dt):
 
 
 _SHAPE_DTYPES = {
-    "RESHAPE": FIXED_DTYPES + ("string",),
-    "SQUEEZE": FIXED_DTYPES + ("string",),
-    "EXPAND_DIMS": FIXED_DTYPES + ("string",),
-    "SHAPE": FIXED_DTYPES + ("string",),
-    "RANK": FIXED_DTYPES + ("string",),
-    "BROADCAST_TO": FIXED_DTYPES,
+    "RESHAPE": FIXED_DTYPES + ("complex128", "string"),
+    "SQUEEZE": FIXED_DTYPES + ("complex128", "string"),
+    "EXPAND_DIMS": FIXED_DTYPES + ("complex128", "string"),
+    "SHAPE": FIXED_DTYPES + ("complex128", "string"),
+    "RANK": FIXED_DTYPES + ("complex128", "string"),
+    "BROADCAST_TO": FIXED_DTYPES + ("complex128",),
     "FILL": FIXED_DTYPES + ("string",),
     "RANGE": ("float32", "int32", "int64"),
 }
@@ -263,17 +263,9 @@ def test_shape_dtypes(op, dtype):
 
 
 def test_shape_types_beyond_litert():
-    # Types we run beyond LiteRT's (its kernels reject them), checked against numpy: complex128 and
-    # string moves, int8/int16 RANGE.
-    for op in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "SHAPE", "RANK", "BROADCAST_TO"):
-        assert "complex128" in CPU.dtypes[op]
-        mb, (x,) = _shape_case(op, "complex128")
-        want = {"RESHAPE": lambda: x.reshape(4, 6), "SQUEEZE": lambda: x.reshape(2, 3),
-                "EXPAND_DIMS": lambda: x[..., None], "SHAPE": lambda: np.array(x.shape, np.int32),
-                "RANK": lambda: np.int32(x.ndim), "BROADCAST_TO": lambda: np.broadcast_to(x, (2, 2, 3))}[op]()
-        got = run_onert(mb, [x])[0]
-        assert got.dtype == np.asarray(want).dtype
-        np.testing.assert_array_equal(got, want)
+    # Types we run beyond LiteRT's (its kernels reject them), checked against numpy: string
+    # BROADCAST_TO, int8/int16 RANGE.
+    assert "string" in CPU.dtypes["BROADCAST_TO"]
     mb, (x,) = _shape_case("BROADCAST_TO", "string")
     np.testing.assert_array_equal(run_onert(mb, [x])[0], np.broadcast_to(x, (2, 2, 3)))
     for dtype in ("int8", "int16"):

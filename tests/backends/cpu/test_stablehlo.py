@@ -64,7 +64,7 @@ def test_pad(low, high, interior):
     assert_matches_litert(m, [x])
 
 
-@pytest.mark.parametrize("dtype", FIXED_DTYPES)
+@pytest.mark.parametrize("dtype", FIXED_DTYPES + ("complex128",))
 def test_pad_dtypes(dtype):
     x = dtype_values([3, 4], dtype, seed=5)
     m = single_op_model("STABLEHLO_PAD", [("x", [3, 4], dtype), ("const", dtype_values([], dtype, seed=6))],

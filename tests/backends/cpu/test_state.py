@@ -104,7 +104,7 @@ def test_hashtable_find_and_size(fmt):
     assert int(size) == int(np.asarray(ref[1]).reshape(-1)[0]) == 3
 
 
-@pytest.mark.parametrize("dtype", FIXED_DTYPES)
+@pytest.mark.parametrize("dtype", FIXED_DTYPES + ("complex128",))
 def test_variable_dtypes(dtype):
     # LiteRT 2.3 keeps variables of every fixed-size type: assign the input, read it back
     mb = ModelBuilder()

@@ -206,6 +206,8 @@ def test_cast_shapes(shape):
     (np.float64, np.int64, [3], [3]),
     (np.complex64, np.float32, [3], [3, 2]),
     (np.float32, np.complex64, [3, 2], [3]),
+    (np.complex128, np.float64, [3], [3, 2]),
+    (np.int64, np.complex128, [2, 2], [2]),
 ], ids=str)
 def test_bitcast(src, dst, in_shape, out_shape):
     n = int(np.prod(in_shape))
@@ -213,9 +215,10 @@ def test_bitcast(src, dst, in_shape, out_shape):
     x = raw.view(src).reshape(in_shape)
     if np.dtype(src).kind in "fc" or np.dtype(dst).kind in "fc":
         # NaN payloads compare equal under equal_nan; keep the test about bits, not NaN signalling.
-        x = _fill(in_shape, np.float32 if src == np.complex64 else src, [1.5, -2.0], seed=4)
-        if src == np.complex64:
-            x = (x + 1j * x[::-1]).astype(np.complex64)
+        real = {np.complex64: np.float32, np.complex128: np.float64}.get(src, src)
+        x = _fill(in_shape, real, [1.5, -2.0], seed=4)
+        if np.dtype(src).kind == "c":
+            x = (x + 1j * x[::-1]).astype(src)
     mb = single_op_model("BITCAST", [("x", in_shape, src)], [("y", out_shape, dst)])
     check(mb, [x])
 
