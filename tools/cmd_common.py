@@ -213,9 +213,8 @@ def custom_ops_hint(model: Model) -> str:
         from onert_py.contrib import mediapipe_ops
     except ImportError:
         return ""
-    missing = {name for _, _, name in unsupported_ops(model)}
-    return "; these are mediapipe custom ops: add --custom-ops mediapipe" if missing & set(mediapipe_ops.OPS) \
-        else ""
+    ours = sorted({name for _, _, name in unsupported_ops(model)} & set(mediapipe_ops.OPS))
+    return f"; {', '.join(ours)}: mediapipe custom op(s), add --custom-ops mediapipe" if ours else ""
 
 
 def open_session(args: argparse.Namespace) -> Any:
