@@ -161,8 +161,12 @@ def render(info: dict[str, Any], path: str) -> str:
         targets = ", ".join(f"{t['role']} {t['subgraph']}" for t in c["calls"])
         lines.append(f"  subgraph {c['subgraph']} op {c['op']} {c['opcode']} -> {targets}")
     lines.append("ops without a kernel:" + ("" if info["unsupported_ops"] else " none"))
-    for u in info["unsupported_ops"]:
-        lines.append(f"  subgraph {u['subgraph']} op {u['op']} {u['opcode']}")
+    groups: dict[tuple[int, str], list[int]] = {}
+    for u in info["unsupported_ops"]:  # one line per op type and subgraph: models repeat them
+        groups.setdefault((u["subgraph"], u["opcode"]), []).append(u["op"])
+    for (sg, opcode), ops in groups.items():
+        where = f"op {ops[0]}" if len(ops) == 1 else f"ops {', '.join(map(str, ops))}"
+        lines.append(f"  subgraph {sg} {where} {opcode}")
     if info.get("hint"):
         lines.append(f"  ({info['hint']})")
     for sg in info["subgraphs"]:

@@ -671,3 +671,16 @@ def test_every_command_has_help(command, capsys):
 def test_top_level_help_lists_exit_codes(capsys):
     rc, out, _ = cli(capsys, "--help")
     assert rc == 0 and "exit codes: 0 success; 1 compare found a mismatch" in out
+
+
+def test_inspect_groups_ops_without_a_kernel(tmp_path, capsys):
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    a, b, c = (sg.tensor(n, [3], np.float32) for n in "abc")
+    sg.op("CUSTOM", [a], [b], custom_code="NoSuchCustomOp")
+    sg.op("CUSTOM", [b], [c], custom_code="NoSuchCustomOp")
+    sg.inputs, sg.outputs = [a], [c]
+    path = tmp_path / "u2.circle"
+    path.write_bytes(mb.to_bytes("circle"))
+    rc, out, _ = cli(capsys, "inspect", path)
+    assert rc == 0 and out.rstrip().endswith("ops without a kernel:\n  subgraph 0 ops 0, 1 NoSuchCustomOp")
