@@ -432,7 +432,7 @@ def random_input(dims: Sequence[int], dtype: str, rng: np.random.Generator,
     if value_range is not None:
         lo, hi = value_range
         if dt.kind in "biu":
-            return rng.integers(int(lo), int(hi), size=shape, endpoint=True).astype(dt)
+            return rng.integers(int(lo), int(hi), size=shape, endpoint=True, dtype=dt)  # dtype: full uint64
         return rng.uniform(lo, hi, size=shape).astype(dt)
     if dt.kind == "b":
         return rng.random(shape) < 0.5

@@ -408,3 +408,13 @@ def test_an_input_given_twice_is_an_error(tmp_path, capsys):
         option = args[0]
         assert f"{option}: input " in one_line_error(capsys, "run", model, *args)
         assert "is given twice" in one_line_error(capsys, "run", model, *args)
+
+
+def test_random_input_covers_whole_integer_dtypes():
+    from onert_py.tools.cmd_common import random_input
+    rng = np.random.default_rng(0)
+    for dtype in ("uint64", "int64", "uint8", "int16"):
+        info = np.iinfo(dtype)
+        x = random_input([4096], dtype, rng, (int(info.min), int(info.max)))
+        assert x.dtype == np.dtype(dtype) and x.min() < info.min // 2 + 1 and x.max() > info.max // 2
+    assert random_input([2, -1], "float32", rng, (3.0, 3.0)).tolist() == [[3.0], [3.0]]   # -1 -> 1
