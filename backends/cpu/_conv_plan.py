@@ -22,6 +22,11 @@ from typing import Sequence
 
 import numpy as np
 
+try:  # einsum's C entry point: np.einsum's Python wrapper (array-function dispatch) costs ~5 us a call
+    from numpy._core.multiarray import c_einsum as _einsum
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import c_einsum as _einsum
+
 _F32 = np.float32
 _ISZ = 4                    # bytes per float32
 
@@ -287,9 +292,9 @@ class DepthwisePlan:
             self.phased.fill(x, self.mult)
             y4 = y.reshape(self.y_shape)
             (v0, w0), *rest = self.views
-            np.einsum("ijnrqe,ije->nrqe", v0, w0, out=y4)
+            _einsum("ijnrqe,ije->nrqe", v0, w0, out=y4)
             for v, w in rest:
-                np.einsum("ijnrqe,ije->nrqe", v, w, out=self.tmp)
+                _einsum("ijnrqe,ije->nrqe", v, w, out=self.tmp)
                 y4 += self.tmp
         else:
             if self.direct:
@@ -301,10 +306,10 @@ class DepthwisePlan:
                 self.fill_dst[...] = x[..., None] if self.mult > 1 else x
                 view = self.view
             if self.subsample is None:
-                np.einsum("ijnrqe,ije->nrqe", view, self.wt, out=y.reshape(self.y_shape))
+                _einsum("ijnrqe,ije->nrqe", view, self.wt, out=y.reshape(self.y_shape))
             else:
                 full, keep = self.subsample
-                t = np.einsum("ijnrqe,ije->nrqe", view, self.wt)
+                t = _einsum("ijnrqe,ije->nrqe", view, self.wt)
                 np.copyto(y, t.reshape(full)[keep])
         if self.bias is not None:
             yr = y.reshape(self.y_rows)
