@@ -261,27 +261,29 @@ class OpRecorder:
 
 
 def dump_litert(directory: Path, recorder: OpRecorder, model: Model, it: Any, rtol: float,
-                atol: float) -> tuple[int, str | None]:
-    """Save LiteRT's subgraph-0 op outputs next to onert-py's; return (count, first difference)."""
+                atol: float, subgraph: int = 0) -> tuple[int, str | None]:
+    """Save LiteRT's op outputs of the subgraph that was run (subgraph 0, or the signature's) next to
+    onert-py's; return (count, first difference). Subgraphs LiteRT runs inside control flow are not
+    kept by it, so they are not compared."""
     out_dir = directory / "litert"
     out_dir.mkdir(exist_ok=True)
-    sg0 = model.subgraphs[0]
+    tensors = model.subgraphs[subgraph].tensors
     first = None
     n = 0
     for sg, op, t in recorder.order:
-        if sg != 0:
+        if sg != subgraph:
             continue
         try:
-            ref = np.array(it.get_tensor(t))
+            ref = np.array(it.get_tensor(t, subgraph))
         except (ValueError, RuntimeError):
             continue  # LiteRT may not keep (or may not expose) some tensors
-        np.save(out_dir / OpRecorder.filename(0, op, sg0.tensors[t].name), _savable(ref))
+        np.save(out_dir / OpRecorder.filename(sg, op, tensors[t].name), _savable(ref))
         n += 1
-        mine = recorder.values.get((0, op.index, t))
+        mine = recorder.values.get((sg, op.index, t))
         if first is None and mine is not None:
             max_abs, _, ok, note = compare_arrays(mine, ref, rtol, atol)
             if not ok:
-                first = (f"subgraph 0 op {op.index} {op.kernel_name} output {sg0.tensors[t].name!r}: "
+                first = (f"subgraph {sg} op {op.index} {op.kernel_name} output {tensors[t].name!r}: "
                          + (note or f"max abs err {_fmt(max_abs)}"))
     return n, first
 
@@ -320,13 +322,11 @@ def _describe_inputs(inputs: Inputs) -> None:
 def _dump(dump_dir: Path, recorder: OpRecorder, sess: Any, interpreter: Any, args: argparse.Namespace) -> None:
     n = recorder.save(dump_dir, sess.model)
     print(f"dumped {n} onert-py tensor(s) to {dump_dir}")
-    if interpreter is not None and sess.subgraph_index == 0:
-        m, first = dump_litert(dump_dir, recorder, sess.model, interpreter, args.rtol, args.atol)
-        print(f"dumped {m} LiteRT subgraph-0 tensor(s) to {dump_dir / 'litert'}")
-        print("first differing op: " + (first or "none in subgraph 0"))
-    elif interpreter is not None:
-        print("LiteRT tensors are dumped for subgraph 0 only; this signature runs subgraph "
-              f"{sess.subgraph_index}")
+    if interpreter is not None:
+        sg = sess.subgraph_index
+        m, first = dump_litert(dump_dir, recorder, sess.model, interpreter, args.rtol, args.atol, sg)
+        print(f"dumped {m} LiteRT subgraph-{sg} tensor(s) to {dump_dir / 'litert'}")
+        print("first differing op: " + (first or f"none in subgraph {sg}"))
 
 
 def compare_cmd(args: argparse.Namespace) -> int:

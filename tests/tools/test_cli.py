@@ -528,6 +528,11 @@ def test_compare_signature_uses_litert_signature_runner(tmp_path, capsys):
     assert rc == 0 and out.rstrip().endswith("PASS")
     rc, _, err = cli(capsys, "compare", path, "--signature", "minus")
     assert rc == 2 and "no signature 'minus'; the model has ['double', 'plus']" in err
+    # --dump-dir: LiteRT's tensors of the signature's subgraph (1), not of subgraph 0
+    rc, out, _ = cli(capsys, "compare", path, "--signature", "plus", "--input", f"x={tmp_path / 'x.npy'}",
+                     "--dump-dir", tmp_path / "d")
+    assert rc == 0 and "dumped 1 LiteRT subgraph-1 tensor(s)" in out and "none in subgraph 1" in out
+    np.testing.assert_array_equal(np.load(tmp_path / "d" / "litert" / "sg1_op000_ADD_plus_y.npy"), [2, 3, 4])
 
 
 @pytest.mark.parametrize("option, value", [("--rtol", "-1"), ("--atol", "nan"), ("--atol", "inf")])
