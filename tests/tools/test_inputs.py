@@ -320,6 +320,9 @@ def test_output_paths_are_checked_before_running(tmp_path, capsys):
     assert "is a directory" in one_line_error(capsys, "run", model, "--save-inputs", tmp_path)
     assert "does not exist" in one_line_error(capsys, "compare", model, "--save-inputs",
                                               tmp_path / "no" / "in.npz")
+    assert "name the same file" in one_line_error(capsys, "run", model, "--save-inputs", tmp_path / "a.npz",
+                                                  "--output", tmp_path / "." / "a.npz")
+    assert not (tmp_path / "a.npz").exists()
 
 
 # ---- --custom-ops
