@@ -2,12 +2,14 @@
 the exception types of misuse must be identical. Every reference value comes from LiteRT."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import pytest
 
 from onert_py.interpreter import Interpreter as OnertInterpreter
+from onert_py.interpreter import SignatureRunner as OnertSignatureRunner
 from onert_py.schema.writer import ModelBuilder
 
 litert = pytest.importorskip("ai_edge_litert.interpreter")
@@ -143,22 +145,22 @@ def make(cls: type, data: bytes, **kw: Any):
 
 
 # ---------------------------------------------------------------- comparison
-def assert_same(ours: Any, ref: Any, where: str = "") -> None:
-    """Same structure, same types (incl. numpy dtypes) and same values."""
+def assert_same(ours: Any, ref: Any, where: str = "", tol: float = 1e-6) -> None:
+    """Same structure, same types (incl. numpy dtypes) and same values (floats within `tol`)."""
     assert type(ours) is type(ref), f"{where}: type {type(ours)} vs LiteRT {type(ref)}"
     if isinstance(ref, dict):
         assert list(ours) == list(ref), f"{where}: keys {list(ours)} vs LiteRT {list(ref)}"
         for k in ref:
-            assert_same(ours[k], ref[k], f"{where}.{k}")
+            assert_same(ours[k], ref[k], f"{where}.{k}", tol)
     elif isinstance(ref, (list, tuple)):
         assert len(ours) == len(ref), f"{where}: length {len(ours)} vs LiteRT {len(ref)}"
         for k, (a, b) in enumerate(zip(ours, ref)):
-            assert_same(a, b, f"{where}[{k}]")
-    elif isinstance(ref, np.ndarray):
+            assert_same(a, b, f"{where}[{k}]", tol)
+    elif isinstance(ref, (np.ndarray, np.generic)):   # get_tensor gives numpy scalars for rank 0
         assert ours.dtype == ref.dtype and ours.shape == ref.shape, \
             f"{where}: {ours.dtype}{ours.shape} vs LiteRT {ref.dtype}{ref.shape}"
-        if ref.dtype.kind == "f":
-            np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-6, err_msg=where)
+        if ref.dtype.kind in "fc":
+            np.testing.assert_allclose(ours, ref, rtol=tol, atol=tol, equal_nan=True, err_msg=where)
         else:
             np.testing.assert_array_equal(ours, ref, err_msg=where)
     else:
@@ -328,3 +330,310 @@ def test_same_exception_type(case: str) -> None:
     expected = _outcome(MISUSE[case], litert.Interpreter)
     got = _outcome(MISUSE[case], OnertInterpreter)
     assert got is expected, f"{case}: onert-py -> {got}, LiteRT -> {expected}"
+
+
+# ---------------------------------------------------------------- the conformance corpus
+# TF-converter models: signatures, dynamic batch/sequence dims, IF/WHILE, rank-0 and int64/bool I/O.
+CORPUS = Path(__file__).resolve().parents[1] / "conformance" / "corpus"
+# Kernels that differ from LiteRT on purpose (LiteRT fails these inputs; see tests/conformance).
+KERNEL_DIFFERENCES = {"greedy_decode_grow_empty", "op_reverse_2axes", "op_segment_sum"}
+CORPUS_MODELS = sorted(p.stem for p in CORPUS.glob("*.tflite") if p.stem not in KERNEL_DIFFERENCES)
+CORPUS_TOL = 1e-5   # the corpus's own tolerance (MANIFEST.json default_rtol/default_atol)
+
+
+def corpus_inputs(name: str) -> list[list[np.ndarray]]:
+    """The stored input sets of a corpus model: in_<k>, then run<n>_in_<k>."""
+    ref = np.load(CORPUS / f"{name}.npz")
+    prefixes = ["in_"] + sorted({k.split("_in_")[0] + "_in_" for k in ref.files if k.startswith("run") and "_in_" in k})
+    sets = []
+    for prefix in prefixes:
+        keys = sorted((k for k in ref.files if k.startswith(prefix)), key=lambda k: int(k[len(prefix):]))
+        sets.append([ref[k] for k in keys])
+    return sets
+
+
+def corpus_script(cls: type, name: str) -> dict[str, Any]:
+    """Details, every stored input set through resize/allocate/set_tensor/invoke (the second one
+    written through tensor() views), and each signature runner on the same inputs."""
+    it = cls(model_path=str(CORPUS / f"{name}.tflite"),
+             **({"experimental_op_resolver_type": litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+                if cls is litert.Interpreter else {}))
+    seen: dict[str, Any] = {
+        "num_subgraphs": it.num_subgraphs(),
+        "input_details": it.get_input_details(),
+        "output_details": it.get_output_details(),
+        "tensor_details": [it.get_tensor_details(k) for k in range(it.num_subgraphs())],
+        "signature_list": it.get_signature_list(),
+        "full_signature_list": it._get_full_signature_list(),
+        "ops": it._get_ops_details(),
+    }
+    sets = corpus_inputs(name)
+    for r, inputs in enumerate(sets):
+        details = it.get_input_details()
+        for d, x in zip(details, inputs):
+            if tuple(d["shape"]) != x.shape:
+                it.resize_tensor_input(d["index"], x.shape)
+        it.allocate_tensors()
+        seen[f"run{r}_details_allocated"] = [it.get_input_details(), it.get_output_details()]
+        for d, x in zip(details, inputs):
+            if r % 2 and x.ndim:   # zero-copy writes through views (rank 0 views differ, see below)
+                it.tensor(d["index"])()[...] = x
+            else:
+                it.set_tensor(d["index"], x)
+        it.invoke()
+        seen[f"run{r}_outputs"] = [it.get_tensor(d["index"]) for d in it.get_output_details()]
+        seen[f"run{r}_views"] = [np.array(it.tensor(d["index"])(), copy=True)
+                                 for d in it.get_output_details() if len(d["shape"])]
+        seen[f"run{r}_details_invoked"] = [it.get_input_details(), it.get_output_details()]
+    index_of = [d["index"] for d in it.get_input_details()]
+    for key in it.get_signature_list():
+        runner = it.get_signature_runner(key)
+        if runner._subgraph_index != 0:   # corpus inputs are for subgraph 0's inputs
+            continue
+        for r, inputs in enumerate(sets):
+            feed = {n: inputs[index_of.index(d["index"])] for n, d in runner.get_input_details().items()}
+            seen[f"signature_{key}_{r}"] = [runner(**feed), runner.get_input_details(),
+                                            runner.get_output_details()]
+        del runner   # LiteRT's runner pins its interpreter
+    seen["details_after_runners"] = [it.get_input_details(), it.get_output_details()]
+    return seen
+
+
+@pytest.mark.parametrize("name", CORPUS_MODELS)
+def test_corpus_same_observations(name: str) -> None:
+    ref = corpus_script(litert.Interpreter, name)
+    ours = corpus_script(OnertInterpreter, name)
+    assert_same(ours, ref, name, tol=CORPUS_TOL)
+
+
+def corpus(cls: type, name: str, allocate: bool = True, **kw: Any):
+    if cls is litert.Interpreter:
+        kw.setdefault("experimental_op_resolver_type", litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it = cls(model_path=str(CORPUS / f"{name}.tflite"), **kw)
+    if allocate:
+        it.allocate_tensors()
+    return it
+
+
+def _resized(cls: type, shape: list[int], name: str = "mlp_dynamic_batch"):
+    it = corpus(cls, name)
+    it.resize_tensor_input(0, shape)
+    return it
+
+
+def _runner(cls: type, name: str = "mlp", key: str | None = None):
+    return corpus(cls, name, allocate=False).get_signature_runner(key)
+
+
+def _view_then(cls: type, action: Callable, name: str = "bert_classifier_dynamic_batch") -> Any:
+    it = corpus(cls, name)
+    view = it.tensor(it.get_input_details()[0]["index"])()
+    try:
+        return action(it)
+    finally:
+        del view
+
+
+_F8 = np.ones((2, 8), F32)
+_IDS = np.ones((2, 12), I32)
+CORPUS_MISUSE: dict[str, Callable[[type], Any]] = {
+    # resize_tensor_input: the size must be a 1-D list of non-negative ints
+    "resize_size_2d": lambda cls: _resized(cls, [[5, 6]]),
+    "resize_size_scalar": lambda cls: _resized(cls, 5),
+    "resize_size_str": lambda cls: _resized(cls, ["a", 6]),
+    "resize_size_float": lambda cls: _resized(cls, [2.7, 6]).get_input_details()[0]["shape"],
+    "resize_size_tuple_np": lambda cls: _resized(cls, np.array([5, 6], np.int64)).get_input_details(),
+    "resize_size_negative": lambda cls: _resized(cls, [-1, 6]),
+    "resize_size_zero_batch_runs": lambda cls: _run_after_resize(cls, [0, 6]),
+    "resize_rank_change_allocate": lambda cls: _resized(cls, [2, 3, 6]).allocate_tensors(),
+    "resize_rank0_allocate": lambda cls: _resized(cls, []).allocate_tensors(),
+    "resize_static_dim_allocate": lambda cls: _resized(cls, [5, 7]).allocate_tensors(),
+    "resize_static_model_batch": lambda cls: _run_after_resize(cls, [3, 8], "mlp"),
+    "resize_strict_static_dim": lambda cls: corpus(cls, "mlp_dynamic_batch").resize_tensor_input(0, [5, 7], strict=True),
+    "resize_strict_rank": lambda cls: corpus(cls, "mlp_dynamic_batch").resize_tensor_input(0, [5, 6, 1], strict=True),
+    "resize_strict_unknown_dims": lambda cls: _strict_both_dims(cls),
+    "resize_negative_index": lambda cls: corpus(cls, "mlp").resize_tensor_input(-1, [2, 8]),
+    "resize_non_input_tensor": lambda cls: corpus(cls, "mlp_dynamic_batch").resize_tensor_input(3, [2, 3]),
+    "resize_details_before_allocate": lambda cls: [_resized(cls, [5, 6]).get_input_details(),
+                                                   _resized(cls, [5, 6]).get_output_details()],
+    # use before allocate_tensors after a resize
+    "invoke_after_resize": lambda cls: _resized(cls, [3, 6]).invoke(),
+    "set_after_resize": lambda cls: _resized(cls, [3, 6]).set_tensor(0, np.ones((3, 6), F32)),
+    "get_after_resize": lambda cls: _resized(cls, [3, 6]).get_tensor(0),
+    "view_after_resize": lambda cls: _resized(cls, [3, 6]).tensor(0)(),
+    "resize_same_shape_invoke": lambda cls: _resized(cls, [1, 6]).invoke(),
+    # set_tensor: dtype, rank, shape
+    "set_wrong_rank_corpus": lambda cls: corpus(cls, "bert_classifier_dynamic_batch").set_tensor(0, np.ones(12, I32)),
+    "set_wrong_dim_corpus": lambda cls: corpus(cls, "bert_classifier_dynamic_batch").set_tensor(0, _IDS),
+    "set_int64_ids": lambda cls: corpus(cls, "bert_classifier_dynamic_batch").set_tensor(0, np.ones((1, 12), np.int64)),
+    "set_rank0_python_int": lambda cls: corpus(cls, "while_counter").set_tensor(0, 3),
+    "set_rank0_int64": lambda cls: corpus(cls, "while_counter").set_tensor(0, np.int64(3)),
+    "set_rank0_shape1": lambda cls: corpus(cls, "while_counter").set_tensor(0, np.array([3], I32)),
+    "set_rank0_numpy_scalar": lambda cls: corpus(cls, "op_range_int32").set_tensor(0, I32(3)),
+    "set_bool_from_int": lambda cls: corpus(cls, "cond_dynamic_shape").set_tensor(1, np.array(1)),
+    "set_bool_python": lambda cls: corpus(cls, "cond_dynamic_shape").set_tensor(1, True),
+    "set_int_list_int64": lambda cls: _set_get(cls, "op_add_int64_bcast", 0, [[1], [2], [3]]),
+    "set_fortran_order": lambda cls: _set_get(cls, "mlp", 0, np.asfortranarray(np.arange(16, dtype=F32).reshape(2, 8))),
+    "set_strided": lambda cls: _set_get(cls, "mlp", 0, np.arange(32, dtype=F32).reshape(2, 16)[:, ::2]),
+    "set_output_tensor": lambda cls: _set_get(cls, "mlp", 5, np.ones((2, 4), F32)),
+    "set_negative_index": lambda cls: corpus(cls, "mlp").set_tensor(-1, _F8),
+    # indices
+    "get_negative_subgraph": lambda cls: corpus(cls, "while_counter").get_tensor(0, -1),
+    "get_subgraph_out_of_range": lambda cls: corpus(cls, "while_counter").get_tensor(0, 3),
+    "get_tensor_out_of_range_in_subgraph": lambda cls: corpus(cls, "while_counter").get_tensor(99, 1),
+    "get_constant_before_allocate": lambda cls: corpus(cls, "mlp", allocate=False).get_tensor(1),
+    "get_output_before_allocate": lambda cls: corpus(cls, "mlp", allocate=False).get_tensor(5),
+    "get_float_index": lambda cls: corpus(cls, "mlp").get_tensor(1.0),
+    "get_numpy_index": lambda cls: corpus(cls, "mlp").get_tensor(np.int64(0)).shape,
+    "details_negative_subgraph": lambda cls: corpus(cls, "while_nested").get_tensor_details(-1),
+    "details_subgraph_out_of_range": lambda cls: corpus(cls, "while_nested").get_tensor_details(5),
+    "details_str_subgraph": lambda cls: corpus(cls, "while_nested").get_tensor_details("0"),
+    "details_private_bad_tensor": lambda cls: corpus(cls, "while_nested")._get_tensor_details(99, 2),
+    "details_private_other_subgraph": lambda cls: corpus(cls, "while_nested")._get_tensor_details(1, 2),
+    "op_details_out_of_range": lambda cls: corpus(cls, "mlp")._get_op_details(99),
+    "op_details_negative": lambda cls: corpus(cls, "mlp")._get_op_details(-1),
+    "view_negative_index": lambda cls: corpus(cls, "mlp").tensor(-1)(),
+    # tensor() views held across calls that may reallocate
+    "view_held_invoke": lambda cls: _view_then(cls, lambda it: it.invoke()),
+    "view_held_allocate": lambda cls: _view_then(cls, lambda it: it.allocate_tensors()),
+    "view_held_resize": lambda cls: _view_then(cls, lambda it: it.resize_tensor_input(0, [2, 12])),
+    "view_held_get_tensor": lambda cls: _view_then(cls, lambda it: it.get_tensor(0).shape),  # values unset
+    "view_held_set_tensor": lambda cls: _view_then(cls, lambda it: it.set_tensor(0, np.ones((1, 12), I32))),
+    "view_held_details": lambda cls: _view_then(cls, lambda it: it.get_input_details()),
+    "view_held_reset_variables": lambda cls: _view_then(cls, lambda it: it.reset_all_variables()),
+    "view_held_runner_call": lambda cls: _view_then(cls, lambda it: it.get_signature_runner()(
+        attention_mask=_IDS, input_ids=_IDS, token_type_ids=_IDS)),
+    "view_held_while_model": lambda cls: _view_then(cls, lambda it: it.invoke(), "while_dynamic_input"),
+    "output_view_held_invoke": lambda cls: _holding_output_view(cls),
+    # signature runners
+    "runner_missing_input": lambda cls: _runner(cls, "bert_classifier_dynamic_batch")(attention_mask=_IDS, input_ids=_IDS),
+    "runner_extra_input": lambda cls: _runner(cls)(x=_F8, y=_F8),
+    "runner_misspelt_input": lambda cls: _runner(cls)(X=_F8),
+    "runner_tensor_name_not_signature_name": lambda cls: _runner(cls)(**{"serving_default_x:0": _F8}),
+    "runner_float64": lambda cls: _runner(cls)(x=np.ones((2, 8))),
+    "runner_int_ids_as_int64": lambda cls: _runner(cls, "bert_classifier_dynamic_batch")(
+        attention_mask=_IDS, input_ids=_IDS.astype(np.int64), token_type_ids=_IDS),
+    "runner_python_list": lambda cls: _runner(cls)(x=_F8.tolist()),
+    "runner_wrong_rank": lambda cls: _runner(cls)(x=np.ones((2, 8, 1), F32)),
+    "runner_batch_resize": lambda cls: _runner(cls, "mlp_dynamic_batch")(x=np.ones((7, 6), F32)),
+    "runner_key_zero": lambda cls: corpus(cls, "mlp").get_signature_runner(0),
+    "runner_empty_key": lambda cls: corpus(cls, "mlp").get_signature_runner(""),
+    "runner_unknown_key": lambda cls: corpus(cls, "mlp").get_signature_runner("serving"),
+    "runner_no_signature": lambda cls: corpus(cls, "while_counter").get_signature_runner(),
+    "runner_direct_construction": lambda cls: _runner_class(cls)(interpreter=corpus(cls, "mlp"), signature_key="x"),
+    "runner_no_interpreter": lambda cls: _runner_class(cls)(signature_key="serving_default"),
+    # construction
+    "model_path_pathlib": lambda cls: cls(model_path=CORPUS / "mlp.tflite").get_input_details(),
+    "model_empty_bytes": lambda cls: cls(model_content=b""),
+    "threads_numpy_int": lambda cls: cls(model_path=str(CORPUS / "mlp.tflite"), num_threads=np.int64(2)),
+    "threads_negative": lambda cls: cls(model_path=str(CORPUS / "mlp.tflite"), num_threads=-1),
+    "resolver_by_name": lambda cls: cls(model_path=str(CORPUS / "mlp.tflite"), experimental_op_resolver_type="AUTO"),
+    "reset_before_allocate": lambda cls: corpus(cls, "keras_lstm", allocate=False).reset_all_variables(),
+    "invoke_twice_without_set": lambda cls: [corpus(cls, "while_counter").invoke() for _ in range(2)],
+    "allocate_returns": lambda cls: corpus(cls, "mlp", allocate=False).allocate_tensors(),
+}
+
+
+def _runner_class(cls: type) -> type:
+    return litert.SignatureRunner if cls is litert.Interpreter else OnertSignatureRunner
+
+
+def _run_after_resize(cls: type, shape: list[int], name: str = "mlp_dynamic_batch") -> list:
+    it = _resized(cls, shape, name)
+    it.allocate_tensors()
+    it.set_tensor(0, np.linspace(-1, 1, int(np.prod(shape)), dtype=F32).reshape(shape))
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()] + [it.get_output_details()]
+
+
+def _strict_both_dims(cls: type) -> list:
+    it = corpus(cls, "transformer_dynamic_seq")
+    it.resize_tensor_input(0, [3, 5], strict=True)
+    it.allocate_tensors()
+    return [it.get_input_details(), it.get_output_details()]
+
+
+def _set_get(cls: type, name: str, index: int, value: Any) -> Any:
+    it = corpus(cls, name)
+    it.set_tensor(index, value)
+    return it.get_tensor(index)
+
+
+def _holding_output_view(cls: type) -> Any:
+    it = corpus(cls, "mlp")
+    out = it.tensor(it.get_output_details()[0]["index"])()
+    try:
+        it.invoke()
+    finally:
+        del out
+
+
+def _outcome_value(fn: Callable[[type], Any], cls: type) -> tuple[type | None, Any]:
+    """(exception type or None, the value returned)."""
+    try:
+        return None, fn(cls)
+    except Exception as e:  # noqa: BLE001 - the type is what is compared
+        return _outcome(lambda c: (_ for _ in ()).throw(e), cls), None
+
+
+@pytest.mark.parametrize("case", sorted(CORPUS_MISUSE))
+def test_corpus_misuse_same_outcome(case: str) -> None:
+    """Same exception type; when both succeed, the same returned values and details."""
+    expected, ref = _outcome_value(CORPUS_MISUSE[case], litert.Interpreter)
+    got, ours = _outcome_value(CORPUS_MISUSE[case], OnertInterpreter)
+    assert got is expected, f"{case}: onert-py -> {got}, LiteRT -> {expected}"
+    if expected is None and not isinstance(ref, (litert.Interpreter, litert.SignatureRunner)):
+        assert_same(ours, ref, case, tol=CORPUS_TOL)
+
+
+# ---------------------------------------------------------------- dynamic shapes in sequence
+DYNAMIC_SEQUENCES: dict[str, list[list[list[int]]]] = {   # model -> per step, the shape of each input
+    "mlp_dynamic_batch": [[[1, 6]], [[4, 6]], [[0, 6]], [[4, 6]], [[2, 6]]],
+    "bert_classifier_dynamic_batch": [[[1, 12]] * 3, [[3, 12]] * 3, [[1, 12]] * 3],
+    "transformer_dynamic_seq": [[[1, 4]], [[2, 9]], [[2, 1]], [[1, 4]]],
+    "op_add_float32_dynamic": [[[3, 5], [3, 5]], [[1, 5], [1, 5]], [[6, 5], [6, 5]]],
+    "while_dynamic_input": [[[3, 2]], [[1, 2]], [[5, 2]]],
+    "op_shape_dynamic": [[[2, 3, 4]], [[5, 3, 1]]],
+}
+
+
+def dynamic_script(cls: type, name: str, steps: list[list[list[int]]], runner: bool) -> list:
+    """Resize to each step's shapes, allocate, set, invoke (or the same through the signature runner,
+    which resizes by itself); record details and outputs after each step."""
+    it = corpus(cls, name, allocate=False)
+    seen = []
+    rng = np.random.default_rng(7)
+    for shapes in steps:
+        details = it.get_input_details()
+        inputs = []
+        for d, shape in zip(details, shapes):
+            if np.issubdtype(d["dtype"], np.integer):
+                inputs.append(rng.integers(0, 2, shape).astype(d["dtype"]))   # ids, masks, token types
+            else:
+                inputs.append(rng.standard_normal(shape).astype(d["dtype"]))
+        if runner:
+            run = it.get_signature_runner()
+            names = {d["index"]: n for n, d in run.get_input_details().items()}
+            seen.append(run(**{names[d["index"]]: x for d, x in zip(details, inputs)}))
+            seen.append([run.get_input_details(), run.get_output_details()])
+            del run
+        else:
+            for d, shape in zip(details, shapes):
+                it.resize_tensor_input(d["index"], shape, strict=True)
+            seen.append(it.get_input_details())
+            it.allocate_tensors()
+            for d, x in zip(details, inputs):
+                it.set_tensor(d["index"], x)
+            it.invoke()
+            seen.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+        seen.append([it.get_input_details(), it.get_output_details()])
+    return seen
+
+
+@pytest.mark.parametrize("name,runner", [(n, False) for n in sorted(DYNAMIC_SEQUENCES)] + [
+    (n, True) for n in ("bert_classifier_dynamic_batch", "mlp_dynamic_batch", "transformer_dynamic_seq")])
+def test_dynamic_shapes_in_sequence(name: str, runner: bool) -> None:
+    steps = DYNAMIC_SEQUENCES[name]
+    ref = dynamic_script(litert.Interpreter, name, steps, runner)
+    ours = dynamic_script(OnertInterpreter, name, steps, runner)
+    assert_same(ours, ref, name, tol=CORPUS_TOL)
