@@ -15,6 +15,7 @@ import resource
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,6 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", action="store_true",
                    help="print per-op time tables (timed runs then include the profiler's overhead)")
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace (traceEvents) of the timed runs")
+    p.add_argument("--report", metavar="OUT.json",
+                   help="also write the results as JSON (inputs, init, first inference, warmup, latency "
+                        "statistics in ms, peak RSS), for scripts comparing runs")
     p.set_defaults(func=run)
 
 
@@ -165,6 +169,9 @@ def _check_args(args: argparse.Namespace) -> None:
     if not math.isfinite(args.min_secs) or args.min_secs < 0:
         raise CliError("--min-secs must be >= 0")
     check_writable(args.trace, "--trace")  # before a long run, not after
+    check_writable(args.report, "--report")
+    if args.trace and args.report and Path(args.trace).resolve() == Path(args.report).resolve():
+        raise CliError("--trace and --report name the same file; give two")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,15 +185,23 @@ def run(args: argparse.Namespace) -> int:
     for k in range(len(inputs.names)):
         print(inputs.line(k))
     print(f"init: {init_s * 1e3:.3f} ms")
+    report: dict[str, Any] = {
+        "model": args.model, "signature": args.signature, "seed": args.seed,
+        "inputs": [{"name": n, "shape": list(np.shape(a)), "dtype": str(np.asarray(a).dtype), "source": src}
+                   for n, a, src in zip(inputs.names, inputs.arrays, inputs.sources)],
+        "init_ms": init_s * 1e3}
     t = time.perf_counter()
     run_inference(sess, inputs)  # the only run that can fail on random values: it gives the hint
     inputs = inputs.arrays
-    print(f"first inference: {(time.perf_counter() - t) * 1e3:.3f} ms")
+    report["first_inference_ms"] = (time.perf_counter() - t) * 1e3
+    print(f"first inference: {report['first_inference_ms']:.3f} ms")
+    report["warmup_runs"], report["warmup_avg_ms"] = args.warmup_runs, None
     if args.warmup_runs:
         t = time.perf_counter()
         for _ in range(args.warmup_runs):
             sess.infer(inputs)
-        print(f"warmup: {args.warmup_runs} run(s), avg {(time.perf_counter() - t) / args.warmup_runs * 1e3:.3f} ms")
+        report["warmup_avg_ms"] = (time.perf_counter() - t) / args.warmup_runs * 1e3
+        print(f"warmup: {args.warmup_runs} run(s), avg {report['warmup_avg_ms']:.3f} ms")
 
     prof = sess.profile
     if args.profile or args.trace:
@@ -214,8 +229,17 @@ def run(args: argparse.Namespace) -> int:
     note = " (with per-op profiling)" if args.profile or args.trace else ""
     print(f"inference{note}: count={len(times)} min={s['min']:.3f} max={s['max']:.3f} avg={s['avg']:.3f} "
           f"std={s['std']:.3f} p5={s['p5']:.3f} median={s['median']:.3f} p95={s['p95']:.3f} (ms)")
-    print(f"peak RSS: {peak_rss_mb():.1f} MB")
+    rss = peak_rss_mb()
+    print(f"peak RSS: {rss:.1f} MB")
     print(memory_plan_summary(sess))
+    if args.report:
+        report.update(profiled=bool(args.profile or args.trace), latency_ms={**s, "count": len(times)},
+                      peak_rss_mb=rss, memory_plan=memory_plan_summary(sess))
+        try:
+            with open(args.report, "w") as f:
+                json.dump(report, f, indent=1)
+        except OSError as e:
+            raise CliError(f"cannot write {args.report}: {e}") from None
     if args.profile:
         print()
         print(profile_tables(sess, len(times)))

@@ -142,3 +142,30 @@ def test_latency_stats_values():
     s = cmd_bench.latency_stats([0.001 * k for k in range(1, 101)])
     assert s["count"] == 100 and s["min"] == pytest.approx(1) and s["max"] == pytest.approx(100)
     assert s["median"] == pytest.approx(50.5) and s["p5"] == pytest.approx(5.95)
+
+
+def test_report_json_matches_printed_results(model, tmp_path, capsys):
+    report = tmp_path / "r.json"
+    assert main(["bench", model, "--num-runs", "3", "--input-shape", "x=2,2", "--report", str(report)]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(report.read_text())
+    assert data["inputs"] == [{"name": "x", "shape": [2, 2], "dtype": "float32", "source": "random normal, seed 0"}]
+    lat = data["latency_ms"]
+    assert lat["count"] == 3 and lat["min"] <= lat["p5"] <= lat["median"] <= lat["p95"] <= lat["max"]
+    printed = re.search(r"^inference: count=3 min=([\d.]+) max=([\d.]+) avg=([\d.]+)", out, re.M).groups()
+    assert [float(v) for v in printed] == [round(lat[k], 3) for k in ("min", "max", "avg")]
+    assert f"init: {data['init_ms']:.3f} ms" in out and f"peak RSS: {data['peak_rss_mb']:.1f} MB" in out
+    assert data["warmup_runs"] == 1 and data["profiled"] is False
+    assert data["memory_plan"] in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--report", "/no/such/dir/r.json"], "does not exist"),
+    (["--report", "same.json", "--trace", "same.json"], "name the same file"),
+])
+def test_bad_report_paths(model, tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", model, "--num-runs", "1", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not (tmp_path / "same.json").exists()
