@@ -44,7 +44,12 @@ def dtype_of(t: Tensor) -> str:
 def _load_array_file(path: str) -> Any:
     """np.load with every failure mode (missing, truncated, pickled, not numpy) as a CliError."""
     if not Path(path).is_file():
-        raise CliError(f"input file not found: {path}")
+        try:
+            float(path.split(",")[0])
+            hint = " (for a constant value V use --input-range NAME=V,V)"
+        except ValueError:
+            hint = ""
+        raise CliError(f"input file not found: {path}{hint}")
     try:
         # allow_pickle=False: a .npy from an untrusted source must not run code.
         return np.load(path, allow_pickle=False)
@@ -514,8 +519,9 @@ def prepare_inputs(sess: Any, args: argparse.Namespace) -> Inputs:
         value_range = ranges.get(k)
         if value_range is not None:
             _check_range(value_range, info.dtype, info.name)
-            how = f"random in [{_fmt_bound(value_range[0])}, {_fmt_bound(value_range[1])}" + \
-                  ("]" if np.dtype(info.dtype).kind in "biu" else ")")
+            lo, hi = value_range
+            how = (f"constant {_fmt_bound(lo)}" if lo == hi else f"random in [{_fmt_bound(lo)}, {_fmt_bound(hi)}"
+                   + ("]" if np.dtype(info.dtype).kind in "biu" else ")"))
         elif k in bounds and np.dtype(info.dtype).kind in "iu":
             n, where = bounds[k]
             value_range = (0, n - 1)

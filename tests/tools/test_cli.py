@@ -656,7 +656,7 @@ def test_signature_names_are_shown_and_listed(tmp_path, capsys):
     assert rc == 2 and "the model's inputs are ['i', 'x'], signature names ['count', 'values']" in err
     rc, out, _ = cli(capsys, "run", path, "--input-range", "count=7,7")
     assert rc == 0 and "output 0 'i_out': shape [] dtype int32  values [7]" in out
-    assert "input 0 'i' (signature 'count'): shape [] dtype int32  random in [7, 7], seed 0" in out
+    assert "input 0 'i' (signature 'count'): shape [] dtype int32  constant 7, seed 0" in out
     assert "input 1 'x' (signature 'values'): shape [2]" in out
     assert "output 1 'y' (signature 'final'): shape [2]" in out
 

@@ -185,7 +185,7 @@ def test_input_range_leaves_other_inputs_alone(tmp_path, capsys):
 def test_input_range_by_signature_name_in_bench_and_compare(tmp_path, capsys):
     model = gather_model(tmp_path)
     rc, out, _ = cli(capsys, "bench", model, "--num-runs", "1", "--input-range", "ids=2,2")
-    assert rc == 0 and "random in [2, 2], seed 0" in out
+    assert rc == 0 and "constant 2, seed 0" in out
     pytest.importorskip("ai_edge_litert.interpreter")
     rc, out, _ = cli(capsys, "compare", model, "--input-range", "ids=1,3", "--input-range", "x=-1,1")
     assert rc == 0 and out.rstrip().endswith("PASS")
@@ -209,6 +209,16 @@ def test_bad_input_range(tmp_path, capsys, spec, message):
     model = gather_model(tmp_path)
     for command in ("run", "bench", "compare"):
         assert message in one_line_error(capsys, command, model, "--input-range", spec)
+
+
+def test_a_number_given_as_input_file_points_at_constant_ranges(tmp_path, capsys):
+    model = gather_model(tmp_path)
+    line = one_line_error(capsys, "run", model, "--input", "ids=3")
+    assert line.endswith("input file not found: 3 (for a constant value V use --input-range NAME=V,V)")
+    assert "--input-range" not in one_line_error(capsys, "run", model, "--input", "ids=nope.npy")
+    rc, out, _ = cli(capsys, "run", model, "--input-range", "ids=3,3", "--input-range", "x=0.5,0.5")
+    assert rc == 0 and "dtype int32  constant 3, seed 0" in out and "dtype float32  constant 0.5, seed 0" in out
+    assert "output 1 'y': shape [1, 3] dtype float32  values [1., 1., 1.]" in out
 
 
 def test_input_range_refused_for_strings_and_with_input_file(tmp_path, capsys):
