@@ -32,6 +32,13 @@ def read_model(path: str) -> Model:
     return load_model(p)
 
 
+def circle_only_ops(model: Model) -> list[str]:
+    """Ops with Circle's negative op codes, which no TFLite reader (LiteRT included) accepts."""
+    from onert_py.schema.opcodes import op_code
+    return sorted({op.opcode for sg in model.subgraphs for op in sg.operations
+                   if op.opcode != "CUSTOM" and op_code(op.opcode) < 0})
+
+
 def shape_of(t: Tensor) -> list[int]:
     """The shape a user should see: the signature (with -1 for dynamic dims) when there is one."""
     return list(t.shape_signature) if t.shape_signature is not None else list(t.shape)

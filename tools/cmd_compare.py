@@ -16,8 +16,8 @@ import numpy as np
 
 from onert_py.ir import Model
 from onert_py.schema.writer import serialize
-from onert_py.tools.cmd_common import (CliError, Inputs, add_input_options, add_model_options, format_table,
-                                       open_session, prepare_inputs, run_inference, save_arrays)
+from onert_py.tools.cmd_common import (CliError, Inputs, add_input_options, add_model_options, circle_only_ops,
+                                       format_table, open_session, prepare_inputs, run_inference, save_arrays)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -123,6 +123,10 @@ def tflite_bytes(model: Model, path: str) -> bytes:
     p = Path(path)
     if model.format == "tflite" and p.is_file():
         return p.read_bytes()
+    circle_only = circle_only_ops(model)
+    if circle_only:
+        raise CliError(f"LiteRT cannot run Circle-only op(s) {', '.join(circle_only)}; compare with a stored "
+                       "reference instead (--reference EXPECTED.npz)")
     try:
         return serialize(model, "tflite")
     except (ValueError, KeyError, TypeError) as e:

@@ -10,9 +10,8 @@ import numpy as np
 
 from onert_py.ir import Model
 from onert_py.loader import load_model
-from onert_py.schema.opcodes import op_code
 from onert_py.schema.writer import serialize
-from onert_py.tools.cmd_common import CliError, read_model
+from onert_py.tools.cmd_common import CliError, circle_only_ops, read_model
 
 _EXTENSIONS = {".circle": "circle", ".tflite": "tflite"}
 
@@ -100,9 +99,8 @@ def convert_cmd(args: argparse.Namespace) -> int:
     if not out.resolve().parent.is_dir():
         raise CliError(f"cannot write {args.output}: directory {out.parent} does not exist")
     model = read_model(args.input)
-    if fmt == "tflite":  # Circle-only ops have negative codes no TFLite reader accepts
-        circle_only = sorted({op.opcode for sg in model.subgraphs for op in sg.operations
-                              if op.opcode != "CUSTOM" and op_code(op.opcode) < 0})
+    if fmt == "tflite":
+        circle_only = circle_only_ops(model)
         if circle_only:
             raise CliError(f"Circle-only op(s) {', '.join(circle_only)} cannot be written as TFLite")
     try:

@@ -689,3 +689,17 @@ def test_inspect_groups_ops_without_a_kernel(tmp_path, capsys):
     path.write_bytes(mb.to_bytes("circle"))
     rc, out, _ = cli(capsys, "inspect", path)
     assert rc == 0 and out.rstrip().endswith("ops without a kernel:\n  subgraph 0 ops 0, 1 NoSuchCustomOp")
+
+
+def test_compare_circle_only_op_needs_a_stored_reference(tmp_path, capsys):
+    path = tmp_path / "in.circle"
+    path.write_bytes(circle_only_model().to_bytes("circle"))
+    rc, _, err = cli(capsys, "compare", path)
+    assert rc == 2 and "LiteRT cannot run Circle-only op(s) INSTANCE_NORM" in err and "--reference" in err
+    # instance norm over a 2x2 single channel with gamma 1, beta 0: (x - mean) / sqrt(var + eps)
+    x = np.array([1, 2, 3, 4], np.float32).reshape(1, 2, 2, 1)
+    np.save(tmp_path / "x.npy", x)
+    want = (x - x.mean()) / np.sqrt(x.var() + np.float32(1e-5))
+    np.savez(tmp_path / "ref.npz", o=want.astype(np.float32))
+    rc, out, _ = cli(capsys, "compare", path, "--input", f"x={tmp_path / 'x.npy'}", "--reference", tmp_path / "ref.npz")
+    assert rc == 0 and out.rstrip().endswith("PASS")
