@@ -637,3 +637,187 @@ def test_dynamic_shapes_in_sequence(name: str, runner: bool) -> None:
     ref = dynamic_script(litert.Interpreter, name, steps, runner)
     ours = dynamic_script(OnertInterpreter, name, steps, runner)
     assert_same(ours, ref, name, tol=CORPUS_TOL)
+
+
+# ---------------------------------------------------------------- state: variable tensors, resources
+def _variable_model() -> bytes:
+    """out = x + v with v a variable tensor (the state RNN/LSTM kernels keep between invokes)."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x, v, o = sg.tensor("x", [3], F32), sg.tensor("v", [3], F32, is_variable=True), sg.tensor("out", [3], F32)
+    sg.op("ADD", [x, v], [o], fused_activation_function=0)
+    sg.inputs, sg.outputs = [x], [o]
+    return mb.to_bytes()
+
+
+def _accumulator_model() -> bytes:
+    """acc (a resource variable) starts at [10, -1] via CALL_ONCE; each invoke adds x and returns it."""
+    mb = ModelBuilder()
+    main, init = mb.subgraph("main"), mb.subgraph("init")
+    x = main.tensor("x", [2], F32)
+    h = main.tensor("h", [], I32, type_name="RESOURCE")
+    cur, new = main.tensor("cur", [2], F32), main.tensor("new", [2], F32)
+    main.op("CALL_ONCE", [], [], init_subgraph_index=1)
+    main.op("VAR_HANDLE", [], [h], container="", shared_name="acc")
+    main.op("READ_VARIABLE", [h], [cur])
+    main.op("ADD", [cur, x], [new], fused_activation_function=0)
+    main.op("ASSIGN_VARIABLE", [h, new], [])
+    main.inputs, main.outputs = [x], [new]
+    ih = init.tensor("h", [], I32, type_name="RESOURCE")
+    init.op("VAR_HANDLE", [], [ih], container="", shared_name="acc")
+    init.op("ASSIGN_VARIABLE", [ih, init.const("start", np.array([10.0, -1.0], F32))], [])
+    return mb.to_bytes()
+
+
+def _state_script(cls: type, steps: list[str], data: bytes) -> list:
+    it = make(cls, data)
+    it.allocate_tensors()
+    seen: list = []
+    x = np.array([1.0, 2.0, 3.0][:it.get_input_details()[0]["shape"][0]], F32)
+    for step in steps:
+        if step == "invoke":
+            it.set_tensor(0, x)
+            it.invoke()
+            seen.append(it.get_tensor(it.get_output_details()[0]["index"]))
+        elif step == "reset":
+            it.reset_all_variables()
+        elif step == "set_variable":
+            it.set_tensor(1, np.array([10.0, 20.0, 30.0], F32))
+        elif step == "read_variable":
+            seen.append(it.get_tensor(1))
+        elif step == "write_variable_view":
+            it.tensor(1)()[1] = -5.0
+        elif step == "reset_holding_view":
+            view = it.tensor(1)()
+            it.reset_all_variables()
+            seen.append(np.array(view, copy=True))   # LiteRT resets in place: the view sees zeros
+            del view
+        elif step == "allocate":
+            it.allocate_tensors()
+    return seen
+
+
+STATE_SCRIPTS: dict[str, tuple[Callable[[], bytes], list[str]]] = {
+    "variable_set_feeds_invoke": (_variable_model, ["invoke", "read_variable", "set_variable", "invoke",
+                                                    "read_variable", "invoke"]),
+    "variable_reset": (_variable_model, ["set_variable", "invoke", "reset", "read_variable", "invoke"]),
+    "variable_view_write": (_variable_model, ["write_variable_view", "invoke", "read_variable"]),
+    "variable_reset_in_place": (_variable_model, ["set_variable", "reset_holding_view", "invoke"]),
+    "variable_survives_allocate": (_variable_model, ["set_variable", "allocate", "invoke", "read_variable"]),
+    # reset_all_variables resets variable tensors only: resource variables keep accumulating and
+    # CALL_ONCE does not run again.
+    "resource_variable_not_reset": (_accumulator_model, ["invoke", "invoke", "reset", "invoke"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STATE_SCRIPTS))
+def test_state_same_observations(case: str) -> None:
+    build, steps = STATE_SCRIPTS[case]
+    data = build()
+    assert_same(_state_script(OnertInterpreter, steps, data), _state_script(litert.Interpreter, steps, data), case)
+
+
+# ---------------------------------------------------------------- deliberate differences
+# LiteRT behaviour we do not copy; each case must still differ (strict xfail), so a change on either
+# side is noticed.
+def _bigendian_set(cls: type) -> Any:
+    it = corpus(cls, "mlp")
+    value = np.arange(16, dtype=">f4").reshape(2, 8)
+    it.set_tensor(0, value)
+    return it.get_tensor(0)
+
+
+def _rank0_view(cls: type) -> Any:
+    it = corpus(cls, "while_counter")
+    return type(it.tensor(0)())
+
+
+def _runner_alive_invoke(cls: type) -> Any:
+    it = corpus(cls, "mlp")
+    runner = it.get_signature_runner()
+    it.invoke()
+    return runner is not None
+
+
+DELIBERATE: dict[str, tuple[Callable[[type], Any], str]] = {
+    "set_tensor_byte_swapped": (_bigendian_set, "LiteRT copies the raw bytes of a '>f4' array into a float32 "
+                                "tensor (garbage values); we convert it to the tensor's byte order"),
+    "rank0_view_is_a_copy": (_rank0_view, "LiteRT's tensor(i)() of a rank-0 tensor is a numpy scalar copy, "
+                             "so writes through it are lost; ours is a writeable 0-d view like other ranks"),
+    "runner_pins_interpreter": (_runner_alive_invoke, "LiteRT's SignatureRunner holds a reference that makes "
+                                "invoke()/allocate_tensors() refuse to run while the runner exists"),
+    "set_tensor_string_list": (lambda cls: _string_list_set(cls), "LiteRT refuses Python lists for string tensors (but accepts them for numbers); "
+                               "we accept both"),
+    "model_content_bytearray": (lambda cls: cls(model_content=bytearray((CORPUS / "mlp.tflite").read_bytes()))
+                                .get_input_details(), "LiteRT's model_content takes bytes only (TypeError for "
+                                "bytearray/memoryview); we take any buffer"),
+    "fully_connected_input_not_a_multiple": (lambda cls: _runner(cls)(x=np.ones((2, 9), F32)),
+                                             "LiteRT runs FULLY_CONNECTED on an input resized to 18 elements with "
+                                             "input size 8 (silently ignoring 2 of them); we raise RuntimeError"),
+}
+
+
+def _string_list_set(cls: type) -> Any:
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x, i, o = sg.tensor("x", [3], object), sg.tensor("i", [2], I32), sg.tensor("o", [2], object)
+    sg.op("GATHER", [x, i], [o], axis=0, batch_dims=0)
+    sg.inputs, sg.outputs = [x, i], [o]
+    it = make(cls, mb.to_bytes())
+    it.allocate_tensors()
+    it.set_tensor(0, [b"a", b"bc", b"def"])
+    it.set_tensor(1, np.array([2, 0], I32))
+    it.invoke()
+    return it.get_tensor(2)
+
+
+@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why))
+                                  for k, (_, why) in sorted(DELIBERATE.items())])
+def test_deliberate_difference(case: str) -> None:
+    fn = DELIBERATE[case][0]
+    expected, ref = _outcome_value(fn, litert.Interpreter)
+    got, ours = _outcome_value(fn, OnertInterpreter)
+    assert got is expected, f"{case}: onert-py -> {got}, LiteRT -> {expected}"
+    assert_same(ours, ref, case)
+
+
+def test_deliberate_differences_do_the_right_thing() -> None:
+    """What we do instead, checked against the values themselves."""
+    np.testing.assert_array_equal(_bigendian_set(OnertInterpreter), np.arange(16, dtype=F32).reshape(2, 8))
+    it = corpus(OnertInterpreter, "while_counter")   # the input written through its 0-d view
+    it.tensor(0)()[...] = 4
+    it.invoke()
+    assert it.get_tensor(it.get_output_details()[0]["index"]) == _while_counter_litert(4)
+    assert _runner_alive_invoke(OnertInterpreter)
+    np.testing.assert_array_equal(_string_list_set(OnertInterpreter), np.array([b"def", b"a"], dtype=object))
+    with pytest.raises(RuntimeError, match="FULLY_CONNECTED"):
+        _runner(OnertInterpreter)(x=np.ones((2, 9), F32))
+
+
+def _while_counter_litert(x: int) -> Any:
+    it = corpus(litert.Interpreter, "while_counter")
+    it.set_tensor(0, np.array(x, I32))
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+# ---------------------------------------------------------------- where LiteRT crashes (segfault)
+def test_set_tensor_on_a_constant_is_refused() -> None:
+    """LiteRT writes into the model's (memory-mapped, read-only) buffer and crashes; we raise, and a
+    tensor() view of a constant is read-only."""
+    it = corpus(OnertInterpreter, "mlp")
+    weights = it.get_tensor(1)
+    with pytest.raises(ValueError, match="constant"):
+        it.set_tensor(1, np.zeros_like(weights))
+    view = it.tensor(1)()
+    assert not view.flags.writeable
+    with pytest.raises(ValueError):
+        view[...] = 0
+    del view
+    np.testing.assert_array_equal(it.get_tensor(1), weights)
+
+
+def test_private_details_bad_subgraph_is_a_value_error() -> None:
+    """LiteRT's _get_tensor_details(i, bad subgraph) crashes; ours raises ValueError like the others."""
+    with pytest.raises(ValueError, match="subgraph"):
+        corpus(OnertInterpreter, "while_nested")._get_tensor_details(1, 9)
