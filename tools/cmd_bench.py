@@ -167,7 +167,7 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.warmup_runs < 0:
         raise CliError("--warmup-runs must be >= 0")
     if not math.isfinite(args.min_secs) or args.min_secs < 0:
-        raise CliError("--min-secs must be >= 0")
+        raise CliError(f"--min-secs must be a finite number >= 0, not {args.min_secs:g}")
     check_writable(args.trace, "--trace")  # before a long run, not after
     check_writable(args.report, "--report")
     if args.trace and args.report and Path(args.trace).resolve() == Path(args.report).resolve():

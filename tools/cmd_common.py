@@ -584,7 +584,14 @@ def _coerce(arr: np.ndarray, dtype: str, name: str) -> np.ndarray:
     if arr.dtype == target:
         return arr
     if not np.can_cast(arr.dtype, target, casting="same_kind"):
-        raise CliError(f"input {name!r}: the file holds {arr.dtype} values; the model expects {target}")
+        held = {"U": "str", "S": "bytes", "O": "object"}.get(arr.dtype.kind, str(arr.dtype))
+        raise CliError(f"input {name!r}: the file holds {held} values; the model expects {target}")
+    if target.kind in "iu" and arr.dtype.kind in "iu" and arr.size:
+        info = np.iinfo(target)  # astype would wrap 2**40 around silently
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            raise CliError(f"input {name!r}: the file holds values in [{lo}, {hi}], outside the range of "
+                           f"{target} [{info.min}, {info.max}]")
     return arr.astype(target)
 
 

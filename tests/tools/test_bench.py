@@ -119,7 +119,8 @@ def test_trace_is_chrome_json(model, tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--num-runs", "0"], "--num-runs must be >= 1"),
     (["--warmup-runs", "-1"], "--warmup-runs must be >= 0"),
-    (["--min-secs", "-2"], "--min-secs must be >= 0"),
+    (["--min-secs", "-2"], "--min-secs must be a finite number >= 0, not -2"),
+    (["--min-secs", "inf"], "--min-secs must be a finite number >= 0, not inf"),
     (["--input-shape", "x"], "expected NAME_OR_INDEX=D0,D1"),
     (["--input-shape", "x=1,a"], "comma-separated integers"),
     (["--input-shape", "nope=1,2"], "unknown input 'nope'"),

@@ -433,3 +433,17 @@ def test_random_input_covers_whole_integer_dtypes():
         assert x.dtype == np.dtype(dtype)
         assert int(x.min()) < int(info.min) + quarter and int(x.max()) > int(info.max) - quarter
     assert random_input([2, -1], "float32", rng, (3.0, 3.0)).tolist() == [[3.0], [3.0]]   # -1 -> 1
+
+
+def test_input_files_that_do_not_fit_the_dtype(tmp_path, capsys):
+    model = gather_model(tmp_path)
+    np.save(tmp_path / "big.npy", np.array([0, 1, 2, 3, 2**40], np.int64))
+    np.save(tmp_path / "ok.npy", np.array([0, 1, 2, 3, 5], np.int64))       # int64 that fits: cast
+    np.save(tmp_path / "str.npy", np.array(["a", "b", "c", "d", "e"]))
+    line = one_line_error(capsys, "run", model, "--input", f"ids={tmp_path / 'big.npy'}")
+    assert f"the file holds values in [0, {2**40}], outside the range of int32" in line
+    assert "the file holds str values; the model expects int32" in one_line_error(
+        capsys, "run", model, "--input", f"ids={tmp_path / 'str.npy'}")
+    rc, out, err = cli(capsys, "run", model, "--input", f"ids={tmp_path / 'ok.npy'}", "--output", tmp_path / "o.npz")
+    assert rc == 0, err
+    np.testing.assert_array_equal(saved(tmp_path / "o.npz")["rows"], TABLE[[0, 1, 2, 3, 5]])
