@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
-from onert_py.backends.cpu.shape import FIXED_TYPES, int_input
+from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 
@@ -48,6 +48,7 @@ def _pairs(ctx: KernelContext, i: int):
                                        "bool", "uint32"))
 def concatenation(ctx: KernelContext) -> Run:
     """The fused activation is applied (as onert does); LiteRT ignores it (older) or rejects it (newer)."""
+    check_dtype(ctx)
     if not ctx.inputs:
         raise ctx.fail("needs at least one input")
     ins, (o,) = ctx.inputs, ctx.outputs
@@ -69,6 +70,7 @@ def concatenation(ctx: KernelContext) -> Run:
 
 @CPU.register("PACK", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16", "uint32"))
 def pack(ctx: KernelContext) -> Run:
+    check_dtype(ctx)
     ins, (o,) = ctx.inputs, ctx.outputs
     n = int(ctx.options.get("values_count", len(ins)) or len(ins))
     if n != len(ins):
@@ -84,6 +86,7 @@ def pack(ctx: KernelContext) -> Run:
 @CPU.register("UNPACK", dtypes=("float32", "float16", "int32", "int8", "uint8", "int16", "bool"))
 def unpack(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx)
     x, outs = ctx.inputs[0], ctx.outputs
     v = ctx.values
     axis = _axis(int(ctx.options.get("axis", 0)), _rank(ctx), ctx)
@@ -112,6 +115,7 @@ def _split_into(a: np.ndarray, sizes, axis: int, outs, v) -> None:
 @CPU.register("SPLIT", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16"))
 def split(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx, 1)
     x, outs = ctx.inputs[1], ctx.outputs
     v = ctx.values
     n = len(outs)
@@ -135,6 +139,7 @@ def split(ctx: KernelContext) -> Run:
 @CPU.register("SPLIT_V", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16"))
 def split_v(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
+    check_dtype(ctx)
     x, outs = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_sizes, get_axis = int_input(ctx, 1), int_input(ctx, 2)
@@ -164,6 +169,7 @@ def split_v(ctx: KernelContext) -> Run:
 @CPU.register("TILE", dtypes=FIXED_TYPES + ("string",))
 def tile(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_mult = int_input(ctx, 1)
@@ -182,6 +188,7 @@ def tile(ctx: KernelContext) -> Run:
 @CPU.register("TRANSPOSE", dtypes=FIXED_TYPES + ("string",))
 def transpose(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_perm = int_input(ctx, 1)
@@ -203,6 +210,7 @@ def transpose(ctx: KernelContext) -> Run:
                                     "bool", "string"))
 def reverse_v2(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_axes = int_input(ctx, 1)
@@ -223,6 +231,7 @@ def reverse_v2(ctx: KernelContext) -> Run:
 @CPU.register("REVERSE_SEQUENCE", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16"))
 def reverse_sequence(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, s, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
     rank = _rank(ctx)
@@ -324,6 +333,7 @@ def _pad_run(ctx: KernelContext, get_value, mode: str = "constant", offset: int 
 @CPU.register("PAD", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16", "bool"))
 def pad(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     value = _pad_value(ctx)
     return _pad_run(ctx, lambda: value)
 
@@ -331,6 +341,7 @@ def pad(ctx: KernelContext) -> Run:
 @CPU.register("PADV2", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16", "bool"))
 def padv2(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2, 3)
+    check_dtype(ctx)
     if not ctx.has_input(2):
         value = _pad_value(ctx)
         return _pad_run(ctx, lambda: value)
@@ -345,6 +356,7 @@ def padv2(ctx: KernelContext) -> Run:
 @CPU.register("MIRROR_PAD", dtypes=FIXED_TYPES)
 def mirror_pad(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     mode = int(ctx.options.get("mode", 0))
     if mode not in (0, 1):
         raise ctx.fail(f"unknown mirror pad mode {mode}")
@@ -366,6 +378,7 @@ def _block_size(ctx: KernelContext) -> int:
 @CPU.register("SPACE_TO_DEPTH", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16"))
 def space_to_depth(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     bs = _block_size(ctx)
@@ -383,6 +396,7 @@ def space_to_depth(ctx: KernelContext) -> Run:
 @CPU.register("DEPTH_TO_SPACE", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16"))
 def depth_to_space(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     bs = _block_size(ctx)
@@ -400,6 +414,7 @@ def depth_to_space(ctx: KernelContext) -> Run:
 @CPU.register("SPACE_TO_BATCH_ND", dtypes=FIXED_TYPES)
 def space_to_batch_nd(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_block, get_pads = int_input(ctx, 1), _pairs(ctx, 2)
@@ -437,6 +452,7 @@ def space_to_batch_nd(ctx: KernelContext) -> Run:
 @CPU.register("BATCH_TO_SPACE_ND", dtypes=FIXED_TYPES)
 def batch_to_space_nd(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_block, get_crops = int_input(ctx, 1), _pairs(ctx, 2)
@@ -479,6 +495,7 @@ _DIAG_TYPES = FIXED_TYPES + ("complex128",)
 @CPU.register("MATRIX_DIAG", dtypes=_DIAG_TYPES)
 def matrix_diag(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     dt = ctx.output_dtype()
@@ -498,6 +515,7 @@ def matrix_diag(ctx: KernelContext) -> Run:
 @CPU.register("MATRIX_SET_DIAG", dtypes=_DIAG_TYPES)
 def matrix_set_diag(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, d, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
 

@@ -20,6 +20,7 @@ def _check_indices(idx: np.ndarray, limit: int, what: str = "index") -> None:
 @CPU.register("SLICE", dtypes=FIXED_TYPES + ("string",))
 def slice_(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_begin, get_size = int_input(ctx, 1), int_input(ctx, 2)
@@ -47,6 +48,7 @@ def slice_(ctx: KernelContext) -> Run:
                                 "bool", "string"))
 def gather(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, p, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
     rank, prank = len(ctx.input_tensor(0).shape), len(ctx.input_tensor(1).shape)
@@ -94,6 +96,7 @@ def gather(ctx: KernelContext) -> Run:
                                    "bool", "string"))
 def gather_nd(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, p, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
 
@@ -113,6 +116,7 @@ def gather_nd(ctx: KernelContext) -> Run:
 @CPU.register("SCATTER_ND", dtypes=("float32", "int32", "int64", "int8", "uint8", "bool"))
 def scatter_nd(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
+    check_dtype(ctx, 1)
     i_t, u_t, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
     get_shape = int_input(ctx, 2)
@@ -140,6 +144,7 @@ def scatter_nd(ctx: KernelContext) -> Run:
 def strided_slice(ctx: KernelContext) -> Run:
     """TF strided-slice semantics built as a numpy index (basic indexing: the result is a view)."""
     ctx.expect_inputs(4)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_b, get_e, get_s = int_input(ctx, 1), int_input(ctx, 2), int_input(ctx, 3)
@@ -202,6 +207,7 @@ def strided_slice(ctx: KernelContext) -> Run:
 def dynamic_update_slice(ctx: KernelContext) -> Run:
     """Start indices are clamped so the update fits (as XLA and LiteRT do)."""
     ctx.expect_inputs(3)
+    check_dtype(ctx)
     x, u, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
     get_start = int_input(ctx, 2)
@@ -224,6 +230,7 @@ def dynamic_update_slice(ctx: KernelContext) -> Run:
 @CPU.register("ONE_HOT", dtypes=("float32", "int32", "int64", "int8", "uint8", "bool"))
 def one_hot(ctx: KernelContext) -> Run:
     ctx.expect_inputs(4)
+    check_dtype(ctx, 2)
     i_t, d_t, on_t, off_t = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values
@@ -251,6 +258,7 @@ def one_hot(ctx: KernelContext) -> Run:
 @CPU.register("WHERE", dtypes=("bool", "float32", "int32", "uint32", "int64", "int8", "uint8"))
 def where(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx, same_output=False)
     c, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     dt = ctx.output_dtype()
@@ -264,6 +272,7 @@ def where(ctx: KernelContext) -> Run:
 @CPU.register("UNIQUE", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16"))
 def unique(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx)
     x, (y, idx) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     idx_dt = ctx.output_dtype(1)
@@ -374,6 +383,7 @@ for _kind in ("SUM", "PROD", "MAX", "MIN"):
 @CPU.register("EMBEDDING_LOOKUP", dtypes=FIXED_TYPES + ("complex128",))
 def embedding_lookup(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx, 1)
     i_t, w_t, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
     if len(ctx.input_tensor(1).shape) < 2:
@@ -391,6 +401,7 @@ def embedding_lookup(ctx: KernelContext) -> Run:
 @CPU.register("SPARSE_TO_DENSE", dtypes=("float32", "int32", "int64", "int8", "uint8", "bool"))
 def sparse_to_dense(ctx: KernelContext) -> Run:
     ctx.expect_inputs(4)
+    check_dtype(ctx, 2)
     i_t, _, val_t, def_t = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values

@@ -28,6 +28,8 @@ def check_dtype(ctx: KernelContext, i: int = 0, same_output: bool = True) -> np.
     tensor and the types otherwise, instead of numpy silently computing something else (float64 EXP of
     an int32 tensor) or failing halfway through a run (ABS of strings)."""
     t = ctx.input_tensor(i)
+    if t is None:
+        raise ctx.fail(f"input {i} is missing")
     name = type_name(t.dtype)
     allowed = CPU.dtypes.get(ctx.op.kernel_name, ())
     if allowed and name not in allowed:
@@ -92,6 +94,7 @@ def resolve_shape(shape, in_shape: tuple[int, ...]) -> tuple[int, ...]:
 @CPU.register("RESHAPE", dtypes=ALL_TYPES)
 def reshape(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1, 2)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     shape_t = ctx.input_tensor(1) if len(ctx.inputs) == 2 else None
@@ -134,6 +137,7 @@ def reshape(ctx: KernelContext) -> Run:
 @CPU.register("SQUEEZE", dtypes=ALL_TYPES)
 def squeeze(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     rank = len(ctx.input_tensor(0).shape)
@@ -159,6 +163,7 @@ def squeeze(ctx: KernelContext) -> Run:
 @CPU.register("EXPAND_DIMS", dtypes=ALL_TYPES)
 def expand_dims(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_axis = int_input(ctx, 1)
@@ -181,6 +186,7 @@ def expand_dims(ctx: KernelContext) -> Run:
 @CPU.register("SHAPE", dtypes=ALL_TYPES)
 def shape(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx, same_output=False)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     dt = ctx.output_dtype()
@@ -195,6 +201,7 @@ def shape(ctx: KernelContext) -> Run:
 @CPU.register("RANK", dtypes=ALL_TYPES)
 def rank(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
+    check_dtype(ctx, same_output=False)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     dt = ctx.output_dtype()
@@ -207,6 +214,7 @@ def rank(ctx: KernelContext) -> Run:
 @CPU.register("BROADCAST_TO", dtypes=ALL_TYPES)
 def broadcast_to(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_shape = int_input(ctx, 1)
@@ -223,6 +231,7 @@ def broadcast_to(ctx: KernelContext) -> Run:
 @CPU.register("BROADCAST_ARGS", dtypes=("int32", "int64"))
 def broadcast_args(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     get_a, get_b = int_input(ctx, 0), int_input(ctx, 1)
     (o,) = ctx.outputs
     v = ctx.values
@@ -245,6 +254,7 @@ def broadcast_args(ctx: KernelContext) -> Run:
 @CPU.register("FILL", dtypes=FIXED_TYPES + ("string",))
 def fill(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx, 1)
     (o,) = ctx.outputs
     v = ctx.values
     get_dims = int_input(ctx, 0)
@@ -265,6 +275,7 @@ def fill(ctx: KernelContext) -> Run:
 @CPU.register("RANGE", dtypes=("float32", "int32", "int64", "int8", "int16"))
 def range_(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
+    check_dtype(ctx)
     s, l_, d = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values

@@ -490,3 +490,11 @@ def test_unsupported_type_is_prepare_error(op):
             t.dtype, t.type_name = np.dtype(np.int8), "INT8"
     with pytest.raises(onert_py.PrepareError, match="has type int8, not supported"):
         onert_py.infer.session(mb.to_bytes("tflite"))
+
+
+def test_hybrid_embedding_lookup_is_prepare_error():
+    # an int8 table with a float32 output is LiteRT's hybrid (dequantizing) lookup: not a plain gather
+    mb = single_op_model("EMBEDDING_LOOKUP", [_i32([1, 0]), ("const", np.ones((2, 3), np.int8))],
+                         [("o", [2, 3], np.float32)])
+    with pytest.raises(onert_py.PrepareError, match="output type float32 differs from input type int8"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
