@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._farmhash import fingerprint64_rows
+from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _SUM, _MEAN, _SQRTN = 0, 1, 2
@@ -21,6 +22,7 @@ def hashtable_lookup(ctx: KernelContext) -> Run:
         raise ctx.fail(f"expects 2 outputs, has {len(ctx.outputs)}")
     if ctx.input_tensor(0).dtype != np.int32 or ctx.input_tensor(1).dtype != np.int32:
         raise ctx.fail("lookup and keys must be int32")
+    check_dtype(ctx, 2)
     q_i, k_i, val_i = ctx.inputs
     o_i, h_i = ctx.outputs
     dt = ctx.output_dtype(0)

@@ -23,6 +23,7 @@ def dilate(ctx: KernelContext) -> Run:
     """Interior padding: out[i0*d0, ..., iN*dN] = x[i0, ..., iN], every other element = padding_value.
     Output dims are (s - 1) * d + 1."""
     ctx.expect_inputs(3)
+    check_dtype(ctx)
     x_i, d_i, p_i = ctx.inputs
     (o_i,) = ctx.outputs
     if ctx.input_tensor(1).dtype != np.int32:

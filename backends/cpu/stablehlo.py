@@ -82,6 +82,7 @@ def _ints(ctx: KernelContext, key: str, n: int | None = None, default: int = 0) 
 def stablehlo_pad(ctx: KernelContext) -> Run:
     """Edge padding (negative values crop) and interior padding between elements."""
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x_i, pv_i = ctx.inputs
     (o,) = ctx.outputs
     rank = len(ctx.input_tensor(0).shape)
@@ -121,6 +122,7 @@ def _index_vectors(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
 @CPU.register("STABLEHLO_GATHER", dtypes=_ARITH_TYPES + ("complex64",))
 def stablehlo_gather(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x_i, idx_i = ctx.inputs
     (o,) = ctx.outputs
     rank = len(ctx.input_tensor(0).shape)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu.shape import FIXED_TYPES
+from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run
 from onert_py.errors import ExecutionError
 
@@ -33,6 +33,7 @@ def var_handle(ctx: KernelContext) -> Run:
 @CPU.register("ASSIGN_VARIABLE", dtypes=FIXED_TYPES + ("complex128",))
 def assign_variable(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    check_dtype(ctx, 1, same_output=False)
     h, x = ctx.inputs
     v, variables = ctx.values, ctx.runtime.resources
 
@@ -46,6 +47,9 @@ def read_variable(ctx: KernelContext) -> Run:
     (h,), (o,) = ctx.inputs, ctx.outputs
     v, variables = ctx.values, ctx.runtime.resources
     dtype = ctx.output_dtype()
+    if type_name(dtype) not in CPU.dtypes["READ_VARIABLE"]:
+        raise ctx.fail(f"output type {type_name(dtype)} is not supported "
+                       f"(supported: {', '.join(CPU.dtypes['READ_VARIABLE'])})")
 
     def run() -> None:
         key = ("var", _handle_key(v[h]))

@@ -121,3 +121,15 @@ def test_variable_dtypes(dtype):
     got = check_builtin(mb, [x_value])[0]
     np.testing.assert_array_equal(got, x_value)
     assert dtype in CPU.dtypes["ASSIGN_VARIABLE"] and dtype in CPU.dtypes["READ_VARIABLE"]
+
+
+def test_variable_of_unsupported_type_is_prepare_error():
+    mb = ModelBuilder()
+    main = mb.subgraph("main")
+    x = main.tensor("x", [2], object)
+    h = main.tensor("h", [], np.int32, type_name="RESOURCE")
+    main.op("VAR_HANDLE", [], [h], container="", shared_name="v")
+    main.op("ASSIGN_VARIABLE", [h, x], [])
+    main.inputs, main.outputs = [x], [x]
+    with pytest.raises(onert_py.PrepareError, match="has type string, not supported"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
