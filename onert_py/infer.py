@@ -173,7 +173,9 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
 
     @staticmethod
     def _io_index(index: int, n: int, what: str) -> int:
-        if not isinstance(index, (int, np.integer)) or not 0 <= index < n:
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
+            raise TypeError(f"{what} index must be an int, got {type(index).__name__}")
+        if not 0 <= index < n:
             raise InputError(f"{what} index {index!r} is out of range: the model has {n} {what}(s)")
         return int(index)
 

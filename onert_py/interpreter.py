@@ -43,7 +43,7 @@ from onert_py.ir import Model, Subgraph, Tensor
 from onert_py.loader import load_model
 from onert_py.loader.flatbuffer import subgraph_calls
 
-__all__ = ["Interpreter", "InterpreterWithCustomOps", "SignatureRunner", "OpResolverType"]
+__all__ = ["Interpreter", "InterpreterWithCustomOps", "SignatureRunner", "OpResolverType", "load_delegate"]
 
 
 class OpResolverType(enum.Enum):
@@ -52,6 +52,16 @@ class OpResolverType(enum.Enum):
     BUILTIN = 1
     BUILTIN_REF = 2
     BUILTIN_WITHOUT_DEFAULT_DELEGATES = 3
+
+
+def load_delegate(library: str, options: dict[str, Any] | None = None) -> Any:
+    """LiteRT's delegate loader. A library that cannot be opened raises OSError, as in LiteRT (ctypes);
+    any other raises the ValueError LiteRT raises for a delegate it cannot create, since onert-py runs
+    every op itself and has no use for one."""
+    import ctypes
+    ctypes.CDLL(library)
+    raise ValueError(f"Failed to load delegate from {library}: onert-py runs without delegates "
+                     f"(its cpu backend runs every op; pass no experimental_delegates)")
 
 
 # The numpy type LiteRT reports per schema type; None = LiteRT cannot describe it (skipped by

@@ -2,6 +2,8 @@
 the exception types of misuse must be identical. Every reference value comes from LiteRT."""
 from __future__ import annotations
 
+import ctypes.util
+import enum
 from pathlib import Path
 from typing import Any, Callable
 
@@ -821,3 +823,47 @@ def test_private_details_bad_subgraph_is_a_value_error() -> None:
     """LiteRT's _get_tensor_details(i, bad subgraph) crashes; ours raises ValueError like the others."""
     with pytest.raises(ValueError, match="subgraph"):
         corpus(OnertInterpreter, "while_nested")._get_tensor_details(1, 9)
+
+
+# ---------------------------------------------------------------- the API's shape
+# LiteRT's methods a script may call (public ones, and the private ones tools use).
+API_METHODS = {
+    "Interpreter": ["__init__", "allocate_tensors", "invoke", "set_tensor", "get_tensor", "tensor",
+                    "resize_tensor_input", "get_input_details", "get_output_details", "get_tensor_details",
+                    "get_signature_list", "get_signature_runner", "reset_all_variables", "num_subgraphs",
+                    "_get_ops_details", "_get_op_details", "_get_tensor_details", "_get_full_signature_list"],
+    "InterpreterWithCustomOps": ["__init__"],
+    "SignatureRunner": ["__init__", "__call__", "get_input_details", "get_output_details"],
+}
+
+
+@pytest.mark.parametrize("cls_name,method", [(c, m) for c, ms in API_METHODS.items() for m in ms])
+def test_same_parameters(cls_name: str, method: str) -> None:
+    """Same parameter names, kinds and defaults, in the same order (ours may add parameters after)."""
+    import inspect
+
+    import onert_py.interpreter as ours_module
+
+    def params(cls: type) -> list[tuple]:
+        return [(p.name, p.kind, p.default if not isinstance(p.default, enum.Enum) else p.default.name)
+                for p in inspect.signature(getattr(cls, method)).parameters.values()]
+    ref = params(getattr(litert, cls_name))
+    ours = params(getattr(ours_module, cls_name))
+    assert ours[:len(ref)] == ref
+    assert all(p[2] is not inspect.Parameter.empty or p[1] is inspect.Parameter.VAR_KEYWORD for p in ours[len(ref):])
+
+
+def test_module_level_names() -> None:
+    """Everything `from ai_edge_litert.interpreter import ...` offers but Delegate (a ctypes wrapper of a
+    delegate library, which onert-py cannot use). load_delegate: OSError for a missing library as in
+    LiteRT; ValueError for any other, as LiteRT's for a delegate it cannot create."""
+    import onert_py.interpreter as ours_module
+    for name in ("Interpreter", "InterpreterWithCustomOps", "SignatureRunner", "OpResolverType", "load_delegate"):
+        assert hasattr(ours_module, name), name
+    assert [m.name for m in ours_module.OpResolverType] == [m.name for m in litert.OpResolverType]
+    assert [m.value for m in ours_module.OpResolverType] == [m.value for m in litert.OpResolverType]
+    for load in (litert.load_delegate, ours_module.load_delegate):
+        with pytest.raises(OSError):
+            load("/nonexistent/libdelegate.so")
+    with pytest.raises(ValueError, match="Failed to load delegate"):
+        ours_module.load_delegate(ctypes.util.find_library("c") or "libc.so.6")   # loadable, not a delegate
