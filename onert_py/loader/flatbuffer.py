@@ -196,7 +196,9 @@ class _Reader:
         type_name = _TYPE_NAMES.get(type_code)
         if type_name is None:
             raise self.fail(f"{where}: unknown tensor type {type_code}")
-        dtype = DTYPE_BY_TYPE_NAME[type_name]
+        dtype = DTYPE_BY_TYPE_NAME.get(type_name)
+        if dtype is None:   # Circle's block-quantized and 4-bit unsigned types (UINT4, GGML_*, MX*)
+            raise self.fail(f"{where}: tensor type {type_name} is not supported by onert-py")
         shape = self.ints(t, "Shape", f"{where} shape")
         if any(d < 0 for d in shape):
             raise self.fail(f"{where}: negative dimension in shape {list(shape)}")

@@ -127,6 +127,18 @@ def test_bad_buffer_index():
         onert_py.load_model(bytes(b.Output()))
 
 
+@pytest.mark.parametrize("type_code,name", [(-1, "UINT4"), (-4, "GGML_Q8_0"), (-7, "MXINT8")])
+def test_circle_types_without_a_numpy_dtype_are_refused(type_code, name):
+    from circle_schema.v0_10.circle import Model as CModel
+    import flatbuffers
+    mt = CModel.ModelT.InitFromPackedBuf(bytes(_add_model().to_bytes("circle")), 0)
+    mt.subgraphs[0].tensors[0].type = type_code
+    b = flatbuffers.Builder(0)
+    b.Finish(mt.Pack(b), file_identifier=b"CIR0")
+    with pytest.raises(LoadError, match=f"subgraph 0 tensor 0: tensor type {name} is not supported"):
+        onert_py.load_model(bytes(b.Output()))
+
+
 def test_unknown_op_is_reported_at_prepare_time():
     mb = _add_model()
     sg = mb.subgraphs[0]
