@@ -13,13 +13,21 @@ previous shapes (declared, or those of the last invoke) until invoke. A resize t
 model (e.g. a constant-shape RESHAPE) fails in allocate_tensors with a RuntimeError naming the op and
 shapes, as in LiteRT. Results are cached per input-shape signature, so resizing back costs a look-up.
 
-Differences (documented, deliberate):
+Differences (documented, deliberate; tests/api/test_interpreter_parity.py pins each as a strict xfail):
 - No delegates: `experimental_delegates` is accepted and ignored (with a warning), so
-  `_get_ops_details` never lists LiteRT's XNNPACK "DELEGATE" nodes.
+  `_get_ops_details` never lists LiteRT's XNNPACK "DELEGATE" nodes; `load_delegate` cannot load one.
 - A SignatureRunner does not pin the interpreter (LiteRT's does, by accident of refcounting, which
   makes `invoke()` refuse to run while a runner object exists).
-- set_tensor/tensor() on a tensor that is not a subgraph input stores a value for reading back but
-  does not feed the computation.
+- tensor(i)() of a rank-0 tensor is a writeable 0-d view (LiteRT's is a numpy scalar copy: writes
+  through it are lost).
+- set_tensor with an array of the right type in the other byte order converts it (LiteRT copies the
+  raw bytes); Python lists are accepted for string tensors too; model_content may be any buffer.
+- An input resized so that an op's sizes no longer fit (e.g. FULLY_CONNECTED with an input that is not
+  a multiple of its input size) fails in invoke with RuntimeError (LiteRT silently ignores elements).
+- Where LiteRT crashes we raise ValueError: set_tensor on a constant (tensor() of one is read-only),
+  _get_tensor_details with a bad subgraph index.
+- set_tensor/tensor() on a computed tensor that is neither an input nor a variable stores a value for
+  reading back but does not feed the computation. Variable tensors (RNN state) are fed, as in LiteRT.
 """
 from __future__ import annotations
 

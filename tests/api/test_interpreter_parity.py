@@ -533,7 +533,45 @@ CORPUS_MISUSE: dict[str, Callable[[type], Any]] = {
     "reset_before_allocate": lambda cls: corpus(cls, "keras_lstm", allocate=False).reset_all_variables(),
     "invoke_twice_without_set": lambda cls: [corpus(cls, "while_counter").invoke() for _ in range(2)],
     "allocate_returns": lambda cls: corpus(cls, "mlp", allocate=False).allocate_tensors(),
+    # nothing the caller passes in is kept; nothing returned is shared
+    "set_tensor_copies_the_value": lambda cls: _mutate_after(cls, "set"),
+    "get_tensor_returns_a_copy": lambda cls: _mutate_after(cls, "get"),
+    "runner_outputs_are_the_callers": lambda cls: _mutate_after(cls, "runner"),
+    "runner_inputs_not_modified": lambda cls: _mutate_after(cls, "runner_inputs"),
+    # several signatures on one interpreter, resized through their runners in turn
+    "signatures_interleaved": lambda cls: _signatures_interleaved(cls),
 }
+
+
+def _mutate_after(cls: type, what: str) -> Any:
+    it = corpus(cls, "mlp")
+    x = np.linspace(-1, 1, 16, dtype=F32).reshape(2, 8)
+    if what == "set":
+        it.set_tensor(0, x)
+        x[...] = 5
+        return it.get_tensor(0)
+    if what == "get":
+        it.set_tensor(0, x)
+        it.get_tensor(0)[...] = 9
+        return it.get_tensor(0)
+    runner = it.get_signature_runner()
+    first = runner(x=x)
+    if what == "runner_inputs":
+        return x
+    first["output_0"][...] = 1
+    return [first, runner(x=x)]
+
+
+def _signatures_interleaved(cls: type) -> list:
+    it = make(cls, model("signatures"))
+    add, sub = it.get_signature_runner("add_fn"), it.get_signature_runner("sub_fn")
+    seen = [add(x=np.ones(4, F32), y=np.arange(4, dtype=F32)), sub(x=np.ones(2, F32), y=np.ones(2, F32) * 3),
+            add.get_input_details(), sub.get_output_details(), add(x=np.ones(1, F32), y=np.ones(1, F32)),
+            add.get_output_details(), sub.get_input_details()]
+    del add, sub
+    it.allocate_tensors()
+    seen += [it.get_input_details(), it.get_output_details(), it.get_tensor_details(1)]
+    return seen
 
 
 def _runner_class(cls: type) -> type:
