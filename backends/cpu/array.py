@@ -65,7 +65,25 @@ def concatenation(ctx: KernelContext) -> Run:
     def run() -> None:
         out = join([v[i] for i in ins], axis=axis)
         v[o] = out if act is None else act(out)
-    return run
+
+    ts = [ctx.input_tensor(k) for k in range(len(ins))] + [ctx.output_tensor(0)]
+    if rank == 0 or any(t.is_dynamic for t in ts):
+        return run
+    # Static shapes: the join writes into the planned output buffer.
+    in_shapes = tuple(tuple(t.shape) for t in ts[:-1])
+    out_shape = tuple(ts[-1].shape)
+    if np.concatenate([np.empty(s, np.uint8) for s in in_shapes], axis=axis).shape != out_shape:
+        return run
+    alloc = ctx.output_buffer(0)
+
+    def run_planned() -> None:
+        xs = [v[i] for i in ins]
+        if tuple(np.shape(x) for x in xs) != in_shapes:
+            return run()
+        out = alloc(out_shape)
+        np.concatenate(xs, axis=axis, out=out)
+        v[o] = out if act is None else act(out)
+    return run_planned
 
 
 @CPU.register("PACK", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16", "uint32"))
@@ -304,6 +322,7 @@ def _pad_run(ctx: KernelContext, get_value, mode: str = "constant", offset: int 
         return run_mirror
 
     layouts: dict = {}
+    alloc = ctx.output_buffer(0)   # every path below writes a new array (or the planned slot)
 
     def run() -> None:
         a = v[x]
@@ -318,7 +337,7 @@ def _pad_run(ctx: KernelContext, get_value, mode: str = "constant", offset: int 
         value = get_value()
         if not pads or pads[-1] == (0, 0):
             # Outer axes padded: fill only the border slabs (most of the output is interior).
-            out = np.empty(out_shape, dtype=dt)
+            out = alloc(out_shape)
             for sl in border:
                 out[sl] = value
         else:

@@ -344,3 +344,37 @@ def test_static_run_allocates_only_its_output(monkeypatch):
     assert _run_peak_bytes(onert_py.infer.session(model), x) < 1.25 * out_bytes
     monkeypatch.setenv("ONERT_PY_ARENA", "0")
     assert _run_peak_bytes(onert_py.infer.session(model), x) >= 2 * out_bytes
+
+
+def test_builtin_kernels_share_the_arena_and_match_litert():
+    """PAD -> DEPTHWISE -> CONV (+RELU6) -> CONCATENATION -> ADD with builtin kernels: their outputs are
+    planned, slots are reused, and one session gives LiteRT's results for several inputs in a row."""
+    from helpers import run_litert_builtin
+    rng = np.random.default_rng(0)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [1, 16, 16, 8], np.float32)
+    p = sg.tensor("p", [1, 18, 18, 8], np.float32)
+    sg.op("PAD", [x, sg.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))], [p])
+    d = sg.tensor("d", [1, 16, 16, 8], np.float32)
+    sg.op("DEPTHWISE_CONV_2D", [p, sg.const("dw", rng.standard_normal((1, 3, 3, 8)).astype(np.float32)),
+                                sg.const("db", rng.standard_normal(8).astype(np.float32))], [d],
+          padding=1, stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=0)
+    c = sg.tensor("c", [1, 16, 16, 8], np.float32)
+    sg.op("CONV_2D", [d, sg.const("cw", rng.standard_normal((8, 1, 1, 8)).astype(np.float32)),
+                      sg.const("cb", rng.standard_normal(8).astype(np.float32))], [c],
+          padding=1, stride_w=1, stride_h=1, fused_activation_function=3)
+    cat = sg.tensor("cat", [1, 16, 16, 16], np.float32)
+    sg.op("CONCATENATION", [c, x], [cat], axis=3, fused_activation_function=0)
+    out = sg.tensor("out", [1, 16, 16, 16], np.float32)
+    sg.op("ADD", [cat, cat], [out], fused_activation_function=0)
+    sg.inputs, sg.outputs = [x], [out]
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    plan = executor(sess).arena_plan
+    assert set(plan.offsets) == {p, d, c, cat}
+    assert plan.size < plan.unshared
+    assert_plan_safe(plan)
+    for seed in range(3):
+        xv = np.random.default_rng(seed).standard_normal((1, 16, 16, 8)).astype(np.float32)
+        (want,) = run_litert_builtin(mb, [xv])
+        np.testing.assert_allclose(sess.infer([xv])[0], want, rtol=1e-5, atol=1e-5)
