@@ -891,6 +891,7 @@ def test_same_parameters(cls_name: str, method: str) -> None:
     assert all(p[2] is not inspect.Parameter.empty or p[1] is inspect.Parameter.VAR_KEYWORD for p in ours[len(ref):])
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")   # LiteRT's half-made Delegate
 def test_module_level_names() -> None:
     """Everything `from ai_edge_litert.interpreter import ...` offers but Delegate (a ctypes wrapper of a
     delegate library, which onert-py cannot use). load_delegate: OSError for a missing library as in
