@@ -21,6 +21,16 @@ def _unary(ctx: KernelContext, fn, same_output: bool = True) -> Run:
     check_dtype(ctx, 0, same_output)
     (a,), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
+    out_t = ctx.output_tensor(0)
+    if (isinstance(fn, np.ufunc) and fn.nin == 1 and fn.nout == 1 and same_output
+            and len(out_t.shape) > 0 and not out_t.is_dynamic):
+        # A ufunc computes into the planned output buffer (its result is never a view of x).
+        alloc = ctx.output_buffer(0)
+
+        def run_planned() -> None:
+            x = v[a]
+            v[o] = fn(x, out=alloc(np.shape(x)))
+        return run_planned
 
     def run() -> None:
         v[o] = fn(v[a])
