@@ -10,6 +10,7 @@ import numpy as np
 
 from onert_py.backends.cpu._common import Scratch
 from onert_py.backends.cpu._conv_plan import ROW, chunk
+from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 try:  # the clip ufunc itself: np.clip adds microseconds of Python dispatch per call
@@ -27,6 +28,8 @@ def _unary(ctx: KernelContext, fn, fn_out=None) -> Run:
     `fn_out(x, y)` (optional) writes the result into y, a fresh float32 array of x's shape: float32
     inputs of rank >= 1 then write into the planned output buffer (no new array, no page faults)."""
     ctx.expect_inputs(1)
+    # int8/uint8/int16 activations are quantized-only in LiteRT: refuse them here, not mid-run
+    check_dtype(ctx)
     (a,), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
     x_t = ctx.input_tensor(0)
@@ -121,6 +124,8 @@ def _prelu_plan(x_shape: tuple[int, ...], alpha: np.ndarray):
 def prelu(ctx: KernelContext) -> Run:
     """y = x >= 0 ? x : alpha * x, alpha broadcasting against x (LiteRT's reference formula)."""
     ctx.expect_inputs(2)
+    check_dtype(ctx)
+    check_dtype(ctx, 1)
     (a, s), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
     alpha = ctx.const(1)

@@ -16,6 +16,7 @@ import numpy as np
 
 from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH
 from onert_py.backends.cpu._conv_plan import ROW, chunk
+from onert_py.backends.cpu.shape import check_dtype, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 try:  # the clip ufunc itself: np.clip adds ~5 us of Python dispatch per call
@@ -27,9 +28,21 @@ except ImportError:  # numpy < 2
         _clip = np.clip
 
 
-def _binary(ctx: KernelContext, fn) -> Run:
-    """Run closure for out = fn(a, b) (an op without fused activation)."""
+def _check_operands(ctx: KernelContext, same_output: bool = True) -> np.dtype:
+    """Both inputs of one registered type (and the output's, unless a comparison): a PrepareError
+    naming the tensor otherwise, before numpy would promote or fail halfway through a run."""
     ctx.expect_inputs(2)
+    dt = check_dtype(ctx, 0, same_output)
+    t1 = ctx.input_tensor(1)
+    if t1 is None or t1.dtype != dt:
+        got = "missing" if t1 is None else f"({t1.name!r}) has type {type_name(t1.dtype)}"
+        raise ctx.fail(f"input 1 {got}, input 0 has {type_name(dt)}")
+    return dt
+
+
+def _binary(ctx: KernelContext, fn, same_output: bool = True) -> Run:
+    """Run closure for out = fn(a, b) (an op without fused activation)."""
+    _check_operands(ctx, same_output)
     a, b = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values
@@ -44,7 +57,8 @@ def _activation_range(code: int, dt: np.dtype) -> tuple | None:
     if code == RELU6:
         return dt.type(0), dt.type(6)
     if code == RELU_N1_TO_1:
-        return dt.type(-1), dt.type(1)
+        # unsigned: LiteRT's -1 wraps to the type's max, and min(max(x, lo), hi) then gives 1 everywhere
+        return np.array(-1).astype(dt)[()], dt.type(1)
     if code not in (NONE, RELU, TANH, SIGN_BIT):
         raise ValueError(f"unknown fused activation function {code}")
     if dt.kind == "f":
@@ -58,7 +72,7 @@ def _activation_range(code: int, dt: np.dtype) -> tuple | None:
 def _arithmetic(ctx: KernelContext, fn) -> Run:
     """Run closure for out = clamp(fn(a, b)) with LiteRT's activation range; `fn` returns a fresh
     array (clamped in place, one pass) or a numpy scalar."""
-    ctx.expect_inputs(2)
+    _check_operands(ctx)
     a, b = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values
@@ -176,22 +190,22 @@ def _check_divisor(b) -> None:
         raise ZeroDivisionError("division by zero")
 
 
-@CPU.register("ADD", dtypes=("float32", "int32", "int64", "int16"))
+@CPU.register("ADD", dtypes=("float32", "float16", "int32", "int64", "int16"))
 def add(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.add)
 
 
-@CPU.register("SUB", dtypes=("float32", "int32", "int64", "int16"))
+@CPU.register("SUB", dtypes=("float32", "float16", "int32", "int64", "int16"))
 def sub(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.sub)
 
 
-@CPU.register("MUL", dtypes=("float32", "int32", "int64", "int16", "complex64"))
+@CPU.register("MUL", dtypes=("float32", "float16", "int32", "uint32", "int64", "int16", "complex64"))
 def mul(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.mul)
 
 
-@CPU.register("DIV", dtypes=("float32", "int32"))
+@CPU.register("DIV", dtypes=("float32", "float16", "int32"))
 def div(ctx: KernelContext) -> Run:
     if ctx.output_dtype().kind in "iu":
         def int_div(a, b):
@@ -243,18 +257,18 @@ def pow_(ctx: KernelContext) -> Run:
     return _binary(ctx, np.power)
 
 
-@CPU.register("MAXIMUM", dtypes=("float32", "int32", "int64", "int16", "int8", "uint8"))
+@CPU.register("MAXIMUM", dtypes=("float32", "float16", "int32", "int64", "int16", "int8", "uint8"))
 def maximum(ctx: KernelContext) -> Run:
     # TFLite computes `a > b ? a : b`, so a NaN in `a` yields `b` (np.maximum would propagate it).
     return _binary(ctx, lambda a, b: np.where(a > b, a, b))
 
 
-@CPU.register("MINIMUM", dtypes=("float32", "int32", "int64", "int16", "int8", "uint8"))
+@CPU.register("MINIMUM", dtypes=("float32", "float16", "int32", "int64", "int16", "int8", "uint8"))
 def minimum(ctx: KernelContext) -> Run:
     return _binary(ctx, lambda a, b: np.where(a < b, a, b))
 
 
-@CPU.register("SQUARED_DIFFERENCE", dtypes=("float32", "int32"))
+@CPU.register("SQUARED_DIFFERENCE", dtypes=("float32", "float16", "int32"))
 def squared_difference(ctx: KernelContext) -> Run:
     def sq_diff(a, b):
         d = np.subtract(a, b)
@@ -269,9 +283,11 @@ _COMPARISONS = {
 
 
 def _register_comparison(name: str, ufunc) -> None:
-    @CPU.register(name, dtypes=("float32", "int32", "int64", "bool", "string"))
+    @CPU.register(name, dtypes=("float32", "float16", "int32", "int64", "int16", "bool", "string"))
     def compare(ctx: KernelContext) -> Run:
-        return _binary(ctx, ufunc)
+        if ctx.output_dtype() != np.bool_:
+            raise ctx.fail(f"output type {type_name(ctx.output_dtype())}, expected bool")
+        return _binary(ctx, ufunc, same_output=False)
     compare.__name__ = name.lower()
 
 

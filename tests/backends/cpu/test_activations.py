@@ -151,3 +151,25 @@ def test_log_softmax_special_values():
     x = np.array([[0.0, np.nan, 1.0], [-np.inf, 1.0, 2.0], [-np.inf, -np.inf, 0.0], [1e30, -1e30, 0.0]],
                  np.float32)
     _case("LOG_SOFTMAX", x.shape, np.float32, x)
+
+
+# ---- unsupported types are prepare-time errors
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.float64])
+@pytest.mark.parametrize("op", sorted(SIMPLE) + ["LEAKY_RELU", "GELU", "SOFTMAX", "LOG_SOFTMAX", "PRELU"])
+def test_unsupported_type_is_prepare_error(op, dtype):
+    # LiteRT runs int8/uint8/int16 activations only as quantized kernels (without quantization
+    # parameters it refuses them or returns zeros); numpy would fail mid-run (RELU's clip of int8 by a
+    # float32 bound) or compute something else. The session refuses them, naming the tensor.
+    import onert_py
+    ins = [("x", [4], dtype)] + ([("alpha", [4], dtype)] if op == "PRELU" else [])
+    mb = single_op_model(op, ins, [("y", [4], dtype)])
+    with pytest.raises(onert_py.PrepareError, match=rf"input 0 \('x'\) has type {np.dtype(dtype).name}, not supported"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
+
+
+def test_prelu_alpha_of_another_type_is_prepare_error():
+    import onert_py
+    mb = single_op_model("PRELU", [("x", [4], np.float32), ("alpha", [4], np.int32)], [("y", [4], np.float32)])
+    with pytest.raises(onert_py.PrepareError, match=r"input 1 \('alpha'\) has type int32"):
+        onert_py.infer.session(mb.to_bytes("tflite"))

@@ -147,3 +147,152 @@ def test_maximum_minimum_nan_and_signed_zero(op, b_shape):
         b = r.choice(vals, 37).astype(F32) if b_shape == [37] else np.full(b_shape, b_val, F32)
         mb = single_op_model(op, [("a", [37], F32), ("b", b_shape, F32)], [("y", [37], F32)])
         check_exact(mb, [a, b])
+
+
+# ---- float16, uint32, int16 (the dtype audit)
+
+F16 = np.float16
+F16_MAX = np.finfo(F16).max
+# float16 pairs that overflow (ADD, MUL), carry NaN / inf / -0, tie, and ordinary values
+A16 = np.array([6e4, -6e4, 300.0, np.nan, np.inf, -0.0, 0.0, 0.1, 3.3, -7.1, 2.0, -np.inf, 1.5, 1.5], F16)
+B16 = np.array([6e4, 6e4, 300.0, 1.0, 1.0, 0.0, -0.0, 0.2, 0.7, 2.3, np.nan, 1.0, 1.5, -1.5], F16)
+COMPARISONS = ["EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"]
+
+
+@pytest.mark.parametrize("act", range(6), ids=["NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT"])
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+def test_float16_add_mul_builtin(op, act):
+    # LiteRT's builtin float16 ADD/MUL clamp to the activation range like float32: with no activation
+    # to [-65504, 65504], so an overflow gives +-65504, not inf (NaN stays NaN).
+    n = len(A16)
+    mb = single_op_model(op, [("a", [n], F16), ("b", [n], F16)], [("y", [n], F16)], fused_activation_function=act)
+    want = check_exact(mb, [A16, B16])
+    if act in (0, 4, 5):
+        assert np.nanmax(np.abs(want[0])) == F16_MAX     # the reference really clamps
+    r = np.random.default_rng(act)
+    a, b = r.uniform(-50, 50, (3, 40)).astype(F16), r.uniform(-50, 50, 40).astype(F16)
+    mb = single_op_model(op, [("a", [3, 40], F16), ("b", [40], F16)], [("y", [3, 40], F16)],
+                         fused_activation_function=act)
+    check_exact(mb, [a, b])
+    mb = single_op_model(op, [("a", [], F16), ("b", [], F16)], [("y", [], F16)], fused_activation_function=act)
+    check_exact(mb, [np.array(6e4, F16), np.array(6e4, F16)])
+
+
+@pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"] + COMPARISONS)
+def test_float16_max_min_comparisons_builtin(op):
+    n = len(A16)
+    out = F16 if op in ("MAXIMUM", "MINIMUM") else np.bool_
+    mb = single_op_model(op, [("a", [n], F16), ("b", [n], F16)], [("y", [n], out)])
+    check_exact(mb, [A16, B16])
+    mb = single_op_model(op, [("a", [2, n], F16), ("b", [], F16)], [("y", [2, n], out)])
+    check_exact(mb, [np.stack([A16, B16]), np.array(1.5, F16)])
+
+
+@pytest.mark.parametrize("op", ["SUB", "DIV", "SQUARED_DIFFERENCE"])
+def test_float16_sub_div_squared_difference_xnnpack(op):
+    # Only XNNPACK runs these in float16. On finite values without overflow it rounds to float16 after
+    # every step (SQUARED_DIFFERENCE's difference too, measured: rounding once from float32 differs in
+    # a third of the elements), as numpy's float16 arithmetic does: bit-exact.
+    r = np.random.default_rng(1)
+    a = r.uniform(-100, 100, 4000).astype(F16)
+    b = r.uniform(-100, 100, 4000).astype(F16)
+    b[b == 0] = 1
+    opts = {} if op == "SQUARED_DIFFERENCE" else {"fused_activation_function": 0}
+    mb = single_op_model(op, [("a", [4000], F16), ("b", [4000], F16)], [("y", [4000], F16)], **opts)
+    check_builtin(mb, [a, b], rtol=0, atol=0, delegate=True)
+    if op != "SQUARED_DIFFERENCE":
+        mb = single_op_model(op, [("a", [4000], F16), ("b", [4000], F16)], [("y", [4000], F16)],
+                             fused_activation_function=3)   # RELU6
+        check_builtin(mb, [a, b], rtol=0, atol=0, delegate=True)
+
+
+def test_float16_sub_div_clamp_like_add():
+    # Overflow and division by zero follow the builtin ADD/MUL float16 rule (clamp to +-65504, NaN
+    # stays NaN), not XNNPACK's inf; checked against the numbers themselves.
+    cases = {"SUB": [(6e4, -6e4, F16_MAX), (-6e4, 6e4, -F16_MAX), (np.nan, 1.0, np.nan), (1.5, 0.25, 1.25)],
+             "DIV": [(1.0, 0.0, F16_MAX), (-1.0, 0.0, -F16_MAX), (6e4, 0.5, F16_MAX), (3.0, 4.0, 0.75)]}
+    for op, rows in cases.items():
+        a, b, want = (np.array(c, F16) for c in zip(*rows))
+        mb = single_op_model(op, [("a", [4], F16), ("b", [4], F16)], [("y", [4], F16)], fused_activation_function=0)
+        for fmt in FORMATS:
+            got = run_onert(mb, [a, b], fmt)[0]
+            assert got.dtype == F16
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("act", range(6), ids=["NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT"])
+def test_mul_uint32_builtin(act):
+    # wraps modulo 2^32; RELU_N1_TO_1's -1 wraps to 2^32-1, so LiteRT's min(max(x, lo), 1) is 1 everywhere
+    U = np.uint32
+    a = np.array([4000000000, 3, 7, 0, 65536, 123456, 2**32 - 1], U)
+    b = np.array([2, 5, 1, 9, 65536, 1000, 2**32 - 1], U)
+    mb = single_op_model("MUL", [("a", [7], U), ("b", [7], U)], [("y", [7], U)], fused_activation_function=act)
+    want = check_builtin(mb, [a, b])
+    if act == 0:
+        np.testing.assert_array_equal(want[0], (a.astype(object) * b.astype(object)) % 2**32)
+    mb = single_op_model("MUL", [("a", [2, 7], U), ("b", [], U)], [("y", [2, 7], U)], fused_activation_function=act)
+    check_builtin(mb, [np.stack([a, b]), np.array(3, U)])
+
+
+@pytest.mark.parametrize("op", COMPARISONS)
+def test_int16_comparisons(op):
+    I16 = np.int16
+    r = np.random.default_rng(2)
+    a = r.integers(-5, 5, 40).astype(I16)
+    a[:4] = [-32768, 32767, 0, -1]
+    b = r.integers(-5, 5, 40).astype(I16)
+    b[:4] = [32767, 32767, 0, 1]
+    for sb, bb in [([40], b), ([], np.array(0, I16))]:
+        mb = single_op_model(op, [("a", [40], I16), ("b", sb, I16)], [("y", [40], np.bool_)])
+        if op == "NOT_EQUAL":
+            # LiteRT 2.3 leaves NOT_EQUAL's int16 output uninitialised (a LiteRT bug): numpy is the reference
+            for fmt in FORMATS:
+                np.testing.assert_array_equal(run_onert(mb, [a, bb], fmt)[0], a != bb)
+        else:
+            check_builtin(mb, [a, bb])
+
+
+def test_floor_div_int64():
+    # Registered although LiteRT 2.3 rejects int64 FLOOR_DIV: TensorFlow's floor division, checked
+    # against Python's integer floor division (rounds toward -inf), including the int64 extremes.
+    I64 = np.int64
+    big = np.iinfo(I64)
+    a = np.array([7, -7, 7, -7, 0, big.max, big.min, big.min + 1, 1 << 40, -(1 << 40) - 1], I64)
+    b = np.array([2, 2, -2, -2, 5, 3, 7, -1, -(1 << 20), 3], I64)
+    want = np.array([x // y for x, y in zip(a.tolist(), b.tolist())], I64)
+    mb = single_op_model("FLOOR_DIV", [("a", [10], I64), ("b", [10], I64)], [("y", [10], I64)])
+    for fmt in FORMATS:
+        np.testing.assert_array_equal(run_onert(mb, [a, b], fmt)[0], want)
+
+
+@pytest.mark.parametrize("act", [0, 1, 3])
+def test_sub_int16(act):
+    # Registered although LiteRT aborts on non-quantized int16 SUB: two's-complement wrap-around (as
+    # int16 ADD/MUL do in LiteRT), then the activation's clamp, checked against Python integers.
+    I16 = np.int16
+    a = np.array([-32768, 32767, 100, -5, 0, 7, 32767], I16)
+    b = np.array([1, -1, 300, 9, -32768, 7, 32767], I16)
+    wrapped = [((x - y + 32768) % 65536) - 32768 for x, y in zip(a.tolist(), b.tolist())]
+    lo, hi = {0: (-32768, 32767), 1: (0, 32767), 3: (0, 6)}[act]
+    want = np.array([min(max(w, lo), hi) for w in wrapped], I16)
+    mb = single_op_model("SUB", [("a", [7], I16), ("b", [7], I16)], [("y", [7], I16)], fused_activation_function=act)
+    for fmt in FORMATS:
+        np.testing.assert_array_equal(run_onert(mb, [a, b], fmt)[0], want)
+
+
+@pytest.mark.parametrize("op,ins,out,msg", [
+    ("ADD", [np.int8, np.int8], np.int8, r"input 0 \('a'\) has type int8, not supported"),   # quantized only
+    ("MUL", [np.uint16, np.uint16], np.uint16, "has type uint16, not supported"),
+    ("ADD", [np.float32, np.int32], np.float32, r"input 1 \('b'\) has type int32, input 0 has float32"),
+    ("SUB", [np.float32, np.float32], np.float16, "output type float16 differs"),
+    ("MAXIMUM", [np.float64, np.float64], np.float64, "has type float64, not supported"),
+    ("LESS", [np.int32, np.int32], np.int32, "expected bool"),
+    ("EQUAL", [np.int32, np.int64], np.bool_, r"input 1 \('b'\) has type int64"),
+    ("LOGICAL_AND", [np.int32, np.int32], np.int32, "has type int32, not supported"),
+    ("FLOOR_MOD", [np.uint8, np.uint8], np.uint8, "has type uint8, not supported"),
+])
+def test_unsupported_types_are_prepare_errors(op, ins, out, msg):
+    import onert_py
+    mb = single_op_model(op, [("a", [3], ins[0]), ("b", [3], ins[1])], [("y", [3], out)])
+    with pytest.raises(onert_py.PrepareError, match=msg):
+        onert_py.infer.session(mb.to_bytes("tflite"))
