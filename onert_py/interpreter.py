@@ -714,7 +714,7 @@ def _run_registerer(registerer: Any) -> None:
         except (ImportError, AttributeError) as e:
             raise ValueError(f"custom op registerer {registerer!r} cannot be imported: {e}") from e
     if not callable(registerer):
-        raise ValueError(f"custom op registerer {registerer!r} is neither callable nor a name")
+        raise TypeError(f"custom op registerer {registerer!r} is neither callable nor a name")
     try:
         params = [p for p in inspect.signature(registerer).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]

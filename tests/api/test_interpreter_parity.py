@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from onert_py.interpreter import Interpreter as OnertInterpreter
+from onert_py.interpreter import InterpreterWithCustomOps as OnertInterpreterWithCustomOps
 from onert_py.interpreter import SignatureRunner as OnertSignatureRunner
 from onert_py.schema.writer import ModelBuilder
 
@@ -533,6 +534,9 @@ CORPUS_MISUSE: dict[str, Callable[[type], Any]] = {
     "reset_before_allocate": lambda cls: corpus(cls, "keras_lstm", allocate=False).reset_all_variables(),
     "invoke_twice_without_set": lambda cls: [corpus(cls, "while_counter").invoke() for _ in range(2)],
     "allocate_returns": lambda cls: corpus(cls, "mlp", allocate=False).allocate_tensors(),
+    "registerer_unknown_name": lambda cls: _with_registerers(cls, ["NoSuchRegisterer"]),
+    "registerer_unknown_module": lambda cls: _with_registerers(cls, ["no_such_module.fn"]),
+    "registerer_not_callable": lambda cls: _with_registerers(cls, [42]),
     # nothing the caller passes in is kept; nothing returned is shared
     "set_tensor_copies_the_value": lambda cls: _mutate_after(cls, "set"),
     "get_tensor_returns_a_copy": lambda cls: _mutate_after(cls, "get"),
@@ -572,6 +576,11 @@ def _signatures_interleaved(cls: type) -> list:
     it.allocate_tensors()
     seen += [it.get_input_details(), it.get_output_details(), it.get_tensor_details(1)]
     return seen
+
+
+def _with_registerers(cls: type, registerers: list) -> Any:
+    custom = litert.InterpreterWithCustomOps if cls is litert.Interpreter else OnertInterpreterWithCustomOps
+    return custom(custom_op_registerers=registerers, model_path=str(CORPUS / "mlp.tflite")).get_input_details()
 
 
 def _runner_class(cls: type) -> type:
