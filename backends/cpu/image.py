@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import Scratch, activation_of
+from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
 
-_F32 = np.dtype(np.float32)
 
 
 def _scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:
@@ -36,15 +36,13 @@ def _size_input(ctx: KernelContext):
     return None, ctx.inputs[1]
 
 
-def _resize(ctx: KernelContext, dtypes: tuple[str, ...], plan_fn, apply) -> Run:
+def _resize(ctx: KernelContext, plan_fn, apply) -> Run:
     """Shared RESIZE_* kernel: `plan_fn(x_shape, (oh, ow), align, half)` builds the index/weight tables
     once per input shape and size (at prepare time when both are static); `apply(x, plan, scratch,
     alloc)` returns the output, written into `alloc(shape)`."""
     ctx.expect_inputs(2)
+    check_dtype(ctx)
     x_t = ctx.input_tensor(0)
-    if x_t.dtype.name not in dtypes or ctx.output_dtype() != x_t.dtype:
-        raise ctx.fail(f"type {x_t.dtype.name} -> {ctx.output_dtype().name} is not supported "
-                       f"(supported: {', '.join(dtypes)})")
     if len(x_t.shape) != 4:
         raise ctx.fail(f"input must have rank 4 (NHWC), has shape {list(x_t.shape)}")
     o = ctx.options
@@ -147,9 +145,92 @@ def _bilinear_apply(x, plan, scratch, alloc):
     return _lerp_pass(mid, h_pass, out, buf[mid_n:mid_n + out_n].reshape(out_shape))
 
 
-@CPU.register("RESIZE_BILINEAR", dtypes=("float32",))
+def _fixed_axis(in_size: int, out_size: int, align: bool, half: bool):
+    """LiteRT's integer bilinear positions (ResizeBilinearInteger): the scale in 1/1024 units rounded to
+    nearest, positions v = i * scale (+ scale/2 - 512 for half-pixel centres), source indices
+    max(v / 1024, 0) and min(ceil(v / 1024), in - 1), weights 1024 - f and f with f = v - 1024 * lo (f
+    is negative before the first centre, where both indices are 0 and the weights still sum to 1024)."""
+    if align and out_size > 1:
+        scale = ((1 << 10) * (in_size - 1) + (out_size - 1) // 2) // (out_size - 1)
+    else:
+        scale = ((1 << 10) * in_size + out_size // 2) // out_size
+    v = np.arange(out_size, dtype=np.int64) * scale
+    if half:
+        v += scale // 2 - (1 << 9)
+    lo = np.maximum(v, 0) >> 10      # C's truncating division: negative positions give 0 either way
+    hi = np.minimum((v + (1 << 10) - 1) >> 10, in_size - 1)
+    f = v - (lo << 10)
+    # (indices clipped for memory safety: LiteRT reads past the row when a rounded-up scale overshoots)
+    return np.minimum(lo, in_size - 1), hi, (1 << 10) - f, f
+
+
+def _bilinear_fixed_plan(x_shape, out_hw, align, half):
+    _, ih, iw, _ = x_shape
+    return _fixed_axis(ih, out_hw[0], align, half), _fixed_axis(iw, out_hw[1], align, half)
+
+
+def _bilinear_fixed_apply(x, plan, scratch, alloc):
+    """int8/int16: the four weighted corners summed exactly in int64 (weights in 1/1024 units each way;
+    exact, so separable), rounded half away from zero from 20 fractional bits, as LiteRT's reference
+    ResizeBilinearInteger does without TFLITE_SINGLE_ROUNDING."""
+    (y0, y1, wy0, wy1), (x0, x1, wx0, wx1) = plan
+    x = x.astype(np.int64)
+    mid = x[:, :, x0] * wx0[:, None] + x[:, :, x1] * wx1[:, None]
+    acc = mid[:, y0] * wy0[:, None, None] + mid[:, y1] * wy1[:, None, None]
+    q = (np.abs(acc) + (1 << 19)) >> 20
+    y = alloc(acc.shape)
+    y[...] = np.where(acc < 0, -q, q)
+    return y
+
+
+def _float_corner_axis(in_size: int, out_size: int, align: bool, half: bool):
+    """LiteRT's float positions for its uint8 kernel (ComputeInterpolationValues): p = i * scale or
+    (i + 0.5) * scale - 0.5 in float32, indices max(floor(p), 0) and min(ceil(p), in - 1), and the
+    fraction p - lo (negative before the first centre)."""
+    scale = _scale(in_size, out_size, align)
+    p = np.arange(out_size, dtype=np.float32)
+    p = (p + np.float32(0.5)) * scale - np.float32(0.5) if half else p * scale
+    lo = np.maximum(np.floor(p).astype(np.intp), 0)
+    hi = np.minimum(np.ceil(p).astype(np.intp), in_size - 1)
+    return np.minimum(lo, in_size - 1), hi, (p - lo.astype(np.float32)).astype(np.float32)
+
+
+def _bilinear_corners_plan(x_shape, out_hw, align, half):
+    _, ih, iw, _ = x_shape
+    y0, y1, dy = _float_corner_axis(ih, out_hw[0], align, half)
+    x0, x1, dx = _float_corner_axis(iw, out_hw[1], align, half)
+    one = np.float32(1)
+    dy, dx = dy[:, None, None], dx[None, :, None]
+    weights = ((one - dy) * (one - dx), (one - dy) * dx, dy * (one - dx), dy * dx)   # float32 [OH, OW, 1]
+    return (y0, y1, x0, x1), weights
+
+
+def _bilinear_corners_apply(x, plan, scratch, alloc):
+    """uint8: LiteRT's float kernel for small channel counts (ResizeBilinearGenericSmallChannel, which
+    its x8 half-pixel special case equals): the four corners times float32 weights, summed in that
+    order, plus 0.5, truncated."""
+    (y0, y1, x0, x1), (w00, w01, w10, w11) = plan
+    f = x.astype(np.float32)
+    top, bottom = f[:, y0], f[:, y1]
+    acc = top[:, :, x0] * w00
+    acc += top[:, :, x1] * w01
+    acc += bottom[:, :, x0] * w10
+    acc += bottom[:, :, x1] * w11
+    acc += np.float32(0.5)
+    y = alloc(acc.shape)
+    y[...] = acc   # float -> uint8 truncates, as static_cast does (values are in [0, 255.5])
+    return y
+
+
+@CPU.register("RESIZE_BILINEAR", dtypes=("float32", "int8", "uint8", "int16"))
 def resize_bilinear(ctx: KernelContext) -> Run:
-    return _resize(ctx, ("float32",), _bilinear_plan, _bilinear_apply)
+    t = ctx.input_tensor(0) if ctx.inputs else None
+    dt = None if t is None else t.dtype
+    if dt in (np.int8, np.int16):
+        return _resize(ctx, _bilinear_fixed_plan, _bilinear_fixed_apply)
+    if dt == np.uint8:
+        return _resize(ctx, _bilinear_corners_plan, _bilinear_corners_apply)
+    return _resize(ctx, _bilinear_plan, _bilinear_apply)     # float32 (other types fail in _resize)
 
 
 def _nearest_axis(in_size: int, out_size: int, align: bool, half: bool):
@@ -178,20 +259,20 @@ def _nearest_apply(x, plan, scratch, alloc):
     return mid.take(xs, 2, alloc(out_shape), "clip")
 
 
-_NEAREST_TYPES = ("float32", "int32", "int64", "int16", "int8", "uint8")
+# an index copy: every fixed-size type LiteRT's kernel moves (int64 is ours only, tested against numpy)
+_NEAREST_TYPES = ("float32", "float16", "int32", "int64", "int16", "int8", "uint8", "uint16", "uint32", "bool")
 
 
 @CPU.register("RESIZE_NEAREST_NEIGHBOR", dtypes=_NEAREST_TYPES)
 def resize_nearest_neighbor(ctx: KernelContext) -> Run:
-    return _resize(ctx, _NEAREST_TYPES, _nearest_plan, _nearest_apply)
+    return _resize(ctx, _nearest_plan, _nearest_apply)
 
 
 @CPU.register("L2_NORMALIZATION", dtypes=("float32",))
 def l2_normalization(ctx: KernelContext) -> Run:
     """x / max(sqrt(sum(x^2 over the last axis)), 1e-6)."""
     ctx.expect_inputs(1)
-    if ctx.input_tensor(0).dtype != _F32 or ctx.output_dtype() != _F32:
-        raise ctx.fail("only float32 is supported")
+    check_dtype(ctx)
     act = activation_of(ctx)
     eps = np.float32(1e-6)
     x_i = ctx.inputs[0]
@@ -212,9 +293,8 @@ def l2_normalization(ctx: KernelContext) -> Run:
 def local_response_normalization(ctx: KernelContext) -> Run:
     """out[..., c] = x[..., c] * (bias + alpha * sum(x[..., c-r..c+r]^2)) ** -beta."""
     ctx.expect_inputs(1)
+    check_dtype(ctx)
     x_t = ctx.input_tensor(0)
-    if x_t.dtype != _F32 or ctx.output_dtype() != _F32:
-        raise ctx.fail("only float32 is supported")
     if len(x_t.shape) != 4:
         raise ctx.fail(f"input must have rank 4, has shape {list(x_t.shape)}")
     o = ctx.options

@@ -1,4 +1,5 @@
-"""AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D, float32 NHWC.
+"""AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D, NHWC: float32 (plus non-quantized integer and float16
+pools on a simple path, see _pool_other).
 
 A 2-D window reduction is separable: reduce the window's rows first (an H pass, [N, H, W, C] ->
 [N, OH, W, C], whose numpy inner loops run over whole W*C rows), then its columns (a W pass ->
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu._common import activation_of
+from onert_py.backends.cpu._common import NONE, activation_of
 from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code
+from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _F32 = np.dtype(np.float32)
@@ -97,8 +99,7 @@ def _plan(x_shape, kh, kw, sh, sw, padding, kind):
 def _pool(ctx: KernelContext, kind: str) -> Run:
     ctx.expect_inputs(1)
     x_t = ctx.input_tensor(0)
-    if x_t.dtype != _F32 or ctx.output_dtype() != _F32:
-        raise ctx.fail(f"only float32 is supported, not {x_t.dtype.name} -> {ctx.output_dtype().name}")
+    dt = check_dtype(ctx)
     if len(x_t.shape) != 4:
         raise ctx.fail(f"input must have rank 4 (NHWC), has shape {list(x_t.shape)}")
     o = ctx.options
@@ -107,6 +108,8 @@ def _pool(ctx: KernelContext, kind: str) -> Run:
     if min(kh, kw, sh, sw) < 1:
         raise ctx.fail(f"filter {kh}x{kw} and strides {sh}x{sw} must be >= 1")
     padding = padding_code(ctx)
+    if dt != _F32:
+        return _pool_other(ctx, kind, dt, kh, kw, sh, sw, padding)
     act = activation_of(ctx)
     fn = np.maximum if kind == "max" else np.add
     init = np.float32(-np.inf) if kind == "max" else np.float32(0)
@@ -191,12 +194,58 @@ def _pool(ctx: KernelContext, kind: str) -> Run:
     return run_tiled
 
 
-@CPU.register("AVERAGE_POOL_2D", dtypes=("float32",))
+def _pool_other(ctx: KernelContext, kind: str, dt: np.dtype, kh: int, kw: int, sh: int, sw: int,
+                padding: int) -> Run:
+    """Pools of the other types, through the separable passes of the float32 path without its fast
+    cases. Integers (non-quantized int8/uint8/int16, which LiteRT runs with its quantized kernels and
+    no scale): max is the plain max; average sums exactly and divides rounding half away from zero, as
+    LiteRT's reference integer AveragePool does ((acc +- count/2) / count, truncating). float16 (only
+    XNNPACK runs it): summed in float32, divided and rounded once."""
+    code = ctx.options.get("fused_activation_function", NONE)
+    if dt.kind in "iu" and code != NONE:
+        # LiteRT derives an integer activation range from the quantization scale, which a
+        # non-quantized tensor lacks: its results are garbage (all zeros, or constants)
+        raise ctx.fail(f"a fused activation on a non-quantized {dt.name} pool is not supported")
+    act = activation_of(ctx)
+    x_i, (o_i,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+    acc_dt = dt if kind == "max" else (np.dtype(np.int64) if dt.kind in "iu" else _F32)
+    if kind == "max":
+        fn, init = np.maximum, (np.iinfo(dt).min if dt.kind in "iu" else -np.inf)
+    else:
+        fn, init = np.add, 0
+
+    def run() -> None:
+        x = v[x_i]
+        n, h, w, c = x.shape
+        oh, ow, _, h_taps, w_taps, count = _plan(x.shape, kh, kw, sh, sw, padding, kind)
+        y = alloc((n, oh, ow, c))
+        if y.size:
+            r = np.empty((n, oh, w, c), acc_dt)
+            s = np.empty((n, oh, ow, c), acc_dt)
+            _window_pass(x.astype(acc_dt, copy=False), r, 1, h_taps, sh, fn, init)
+            _window_pass(r, s, 2, w_taps, sw, fn, init)
+            if kind == "max":
+                y[...] = s
+            elif dt.kind in "iu":
+                cnt = np.broadcast_to(count, s.shape).astype(np.int64)
+                q = (np.abs(s) + cnt // 2) // cnt
+                y[...] = np.where(s < 0, -q, q)
+            else:
+                y[...] = s / count
+                if act is not None:
+                    act(y)
+        v[o_i] = y
+    return run
+
+
+@CPU.register("AVERAGE_POOL_2D", dtypes=("float32", "float16", "int8", "uint8", "int16"))
 def average_pool_2d(ctx: KernelContext) -> Run:
     return _pool(ctx, "avg")
 
 
-@CPU.register("MAX_POOL_2D", dtypes=("float32",))
+@CPU.register("MAX_POOL_2D", dtypes=("float32", "int8", "uint8", "int16"))
 def max_pool_2d(ctx: KernelContext) -> Run:
     return _pool(ctx, "max")
 

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_close, assert_matches_litert, rng, run_litert, run_onert, single_op_model
+from helpers import (FORMATS, assert_close, assert_matches_litert, check_builtin, dtype_values, rng, run_litert,
+                     run_litert_builtin, run_onert, single_op_model)
 
 RESIZE_OPTS = [dict(align_corners=False, half_pixel_centers=False), dict(align_corners=True, half_pixel_centers=False),
                dict(align_corners=False, half_pixel_centers=True)]
@@ -118,3 +119,84 @@ def test_resize_dynamic_shapes_one_session(op, runtime_size):
         kept.append((got[0], ref[0]))
     for got, ref in kept:
         assert_close([got], [ref])
+
+
+# ---- integer bilinear, more nearest-neighbour types (the dtype audit)
+
+TYPED_CASES = [([1, 4, 4, 3], (8, 8)), ([2, 5, 3, 2], (3, 7)), ([1, 6, 6, 1], (4, 4)), ([1, 3, 4, 2], (1, 1)),
+               ([1, 2, 2, 1], (5, 3)), ([1, 7, 9, 2], (13, 4)),
+               ([1, 3, 3, 8], (24, 24))]   # x8, C % 8 == 0: LiteRT's uint8 fixed-point special case (half)
+
+
+def _full_range(shape, dtype, seed):
+    i = np.iinfo(dtype)
+    x = rng(seed).integers(i.min, int(i.max) + 1, size=shape).astype(dtype)
+    x.reshape(-1)[:2] = [i.min, i.max]
+    return x
+
+
+@pytest.mark.parametrize("x_shape,size", TYPED_CASES, ids=str)
+@pytest.mark.parametrize("opts", RESIZE_OPTS, ids=["plain", "align", "half"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16])
+def test_resize_bilinear_integer_builtin(x_shape, size, opts, dtype):
+    # int8/int16: LiteRT's fixed-point kernel (1/1024 positions, rounding half away from zero);
+    # uint8: its float kernel plus 0.5, truncated. Bit-exact over the whole value range.
+    x = _full_range(x_shape, dtype, 8)
+    check_builtin(_resize_model("RESIZE_BILINEAR", x_shape, size, dtype, opts, version=4), [x])
+
+
+def test_resize_bilinear_int8_rounding_numbers():
+    # Independent of LiteRT: a 1x2 row [a, b] resized to width 4 samples at positions 0, 0.5, 1, 1.5
+    # (scale 512/1024): the midpoint (a + b) / 2 rounds half away from zero, the last columns are b.
+    x = np.array([[-3, 0], [3, 0], [-128, 127], [5, 6]], np.int8).reshape(4, 1, 2, 1)
+    want = np.array([[-3, -2, 0, 0], [3, 2, 0, 0], [-128, -1, 127, 127], [5, 6, 6, 6]], np.int8).reshape(4, 1, 4, 1)
+    mb = _resize_model("RESIZE_BILINEAR", [4, 1, 2, 1], (1, 4), np.int8, RESIZE_OPTS[0], version=4)
+    for fmt in FORMATS:
+        np.testing.assert_array_equal(run_onert(mb, [x], fmt)[0], want)
+    check_builtin(mb, [x])
+
+
+def test_resize_bilinear_integer_overshooting_scale_clamps():
+    # 3 rows to 130: the scale rounds up to 24/1024 and the last two output rows sit at 3072/1024 and
+    # 3096/1024, past the last input row (LiteRT reads outside the tensor there); ours repeat the last row.
+    x = _full_range([1, 3, 2, 1], np.int16, 9)
+    mb = _resize_model("RESIZE_BILINEAR", [1, 3, 2, 1], (130, 2), np.int16, RESIZE_OPTS[0], version=4)
+    for fmt in FORMATS:
+        got = run_onert(mb, [x], fmt)[0]
+        np.testing.assert_array_equal(got[0, 128:], x[0, [2, 2]])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.uint16, np.uint32, np.bool_, np.int8, np.uint8, np.int16])
+@pytest.mark.parametrize("opts", RESIZE_OPTS, ids=["plain", "align", "half"])
+def test_resize_nearest_types_builtin(dtype, opts):
+    for k, (x_shape, size) in enumerate(TYPED_CASES[:6]):
+        x = dtype_values(x_shape, dtype, seed=k)
+        check_builtin(_resize_model("RESIZE_NEAREST_NEIGHBOR", x_shape, size, dtype, opts, version=4), [x])
+
+
+@pytest.mark.parametrize("opts", RESIZE_OPTS, ids=["plain", "align", "half"])
+def test_resize_nearest_int64(opts):
+    # Registered although LiteRT 2.3 rejects int64: the elements LiteRT's int32 kernel picks for the
+    # positions 0..n-1, taken from int64 values beyond the int32 range.
+    for x_shape, size in TYPED_CASES[:6]:
+        n = int(np.prod(x_shape))
+        positions = np.arange(n, dtype=np.int32).reshape(x_shape)
+        picked = run_litert_builtin(_resize_model("RESIZE_NEAREST_NEIGHBOR", x_shape, size, np.int32, opts, version=4),
+                                    [positions])[0]
+        x = (np.arange(n, dtype=np.int64) * -(3 << 40) + 7).reshape(x_shape)
+        mb = _resize_model("RESIZE_NEAREST_NEIGHBOR", x_shape, size, np.int64, opts, version=4)
+        for fmt in FORMATS:
+            np.testing.assert_array_equal(run_onert(mb, [x], fmt)[0], x.reshape(-1)[picked])
+
+
+@pytest.mark.parametrize("op,dtype", [("RESIZE_BILINEAR", np.float16), ("RESIZE_BILINEAR", np.int32),
+                                      ("RESIZE_BILINEAR", np.uint16), ("RESIZE_NEAREST_NEIGHBOR", np.float64),
+                                      ("RESIZE_NEAREST_NEIGHBOR", np.complex64), ("L2_NORMALIZATION", np.float16),
+                                      ("LOCAL_RESPONSE_NORMALIZATION", np.int8)])
+def test_image_unsupported_types(op, dtype):
+    if op.startswith("RESIZE"):
+        mb = _resize_model(op, [1, 2, 2, 1], (4, 4), dtype, RESIZE_OPTS[0], version=4)
+    else:
+        mb = single_op_model(op, [("x", [1, 2, 2, 1], dtype)], [("o", [1, 2, 2, 1], dtype)])
+    with pytest.raises(onert_py.PrepareError, match="not supported"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
