@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from onert_py.interpreter import Interpreter as OnertInterpreter
+from onert_py.loader import load_model
 from onert_py.interpreter import InterpreterWithCustomOps as OnertInterpreterWithCustomOps
 from onert_py.interpreter import SignatureRunner as OnertSignatureRunner
 from onert_py.schema.writer import ModelBuilder
@@ -688,6 +689,52 @@ def test_dynamic_shapes_in_sequence(name: str, runner: bool) -> None:
     assert_same(ours, ref, name, tol=CORPUS_TOL)
 
 
+# ---------------------------------------------------------------- experimental_preserve_all_tensors
+# Models with intermediates worth reading (single-op models have none).
+MULTI_OP_MODELS = [n for n in CORPUS_MODELS if not n.startswith("op_")]
+
+
+def intermediates_script(cls: type, name: str) -> dict[int, Any]:
+    """Every model tensor of subgraph 0 after invoke (None where get_tensor raises ValueError)."""
+    it = corpus(cls, name, allocate=False, experimental_preserve_all_tensors=True,
+                **({} if cls is litert.Interpreter else {
+                    "experimental_op_resolver_type": litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}))
+    inputs = corpus_inputs(name)[0]
+    for d, x in zip(it.get_input_details(), inputs):
+        if tuple(d["shape"]) != x.shape:
+            it.resize_tensor_input(d["index"], x.shape)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    seen: dict[int, Any] = {}
+    for i in range(len(load_model(str(CORPUS / f"{name}.tflite")).subgraphs[0].tensors)):
+        try:   # LiteRT adds kernel temporaries after the model's tensors: those are not compared
+            seen[i] = it.get_tensor(i)
+        except ValueError:
+            seen[i] = None
+    return seen
+
+
+@pytest.mark.parametrize("name", MULTI_OP_MODELS)
+def test_preserved_intermediates(name: str) -> None:
+    """With experimental_preserve_all_tensors every intermediate of the main subgraph holds LiteRT's
+    value after invoke. LiteRT leaves WHILE outputs nothing reads unallocated (get_tensor raises);
+    we hold their values, so those are not compared."""
+    ref = intermediates_script(litert.Interpreter, name)
+    ours = intermediates_script(OnertInterpreter, name)
+    model = load_model(str(CORPUS / f"{name}.tflite")).subgraphs[0]
+    read = {i for op in model.operations for i in op.inputs} | set(model.outputs)
+    for i, r in ref.items():
+        t = model.tensors[i]
+        if r is None:
+            assert i not in read and any(i in op.outputs and op.kernel_name == "WHILE" for op in model.operations), \
+                f"{name}: LiteRT has no value for tensor {i} ({t.name!r})"
+            continue
+        # deep intermediates carry more float32 rounding than the corpus's outputs are checked with
+        assert_same(ours[i], r, f"{name} tensor {i} ({t.name!r})", tol=1e-4)
+
+
 # ---------------------------------------------------------------- state: variable tensors, resources
 def _variable_model() -> bytes:
     """out = x + v with v a variable tensor (the state RNN/LSTM kernels keep between invokes)."""
@@ -800,6 +847,9 @@ DELIBERATE: dict[str, tuple[Callable[[type], Any], str]] = {
     "model_content_bytearray": (lambda cls: cls(model_content=bytearray((CORPUS / "mlp.tflite").read_bytes()))
                                 .get_input_details(), "LiteRT's model_content takes bytes only (TypeError for "
                                 "bytearray/memoryview); we take any buffer"),
+    "tensor_details_kernel_temporaries": (lambda cls: len(corpus(cls, "cond_chain").get_tensor_details()),
+                                          "after allocate_tensors LiteRT's get_tensor_details also lists the "
+                                          "unnamed scratch tensors its kernels add; we list the model's tensors"),
     "fully_connected_input_not_a_multiple": (lambda cls: _runner(cls)(x=np.ones((2, 9), F32)),
                                              "LiteRT runs FULLY_CONNECTED on an input resized to 18 elements with "
                                              "input size 8 (silently ignoring 2 of them); we raise RuntimeError"),
