@@ -1,4 +1,5 @@
-"""CONV_2D (incl. grouped), DEPTHWISE_CONV_2D, TRANSPOSE_CONV and CONV_3D, float32, NHWC / NDHWC.
+"""CONV_2D (incl. grouped), DEPTHWISE_CONV_2D, TRANSPOSE_CONV and CONV_3D, float32, NHWC / NDHWC;
+float16 CONV_2D and DEPTHWISE_CONV_2D (which LiteRT runs through XNNPACK only) on a simple path.
 
 Non-grouped convolutions and depthwise convolution run per-shape plans (_conv_plan.py): a pointwise
 convolution is one sgemm, others one im2col copy plus one sgemm, a depthwise convolution one einsum
@@ -16,6 +17,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of
 from onert_py.backends.cpu._conv_plan import ConvPlan, DepthwisePlan
+from onert_py.backends.cpu.shape import check_dtype, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 try:  # the clip ufunc itself: np.clip's Python wrapper costs more than a small op's clip
@@ -92,13 +94,17 @@ def _activation(ctx: KernelContext) -> Callable[[np.ndarray], np.ndarray] | None
     return activation_of(ctx)
 
 
-def _require_float(ctx: KernelContext, *inputs: int) -> None:
-    for i in inputs:
+def check_operand_types(ctx: KernelContext, data: int, *others: int) -> np.dtype:
+    """The data input's type, checked against the op's registered types and the output's, and the same
+    type for the filter / weights / bias inputs `others` (hybrid int8 weights are not supported): a
+    PrepareError naming the tensor otherwise."""
+    dt = check_dtype(ctx, data)
+    for i in others:
         t = ctx.input_tensor(i)
-        if t is not None and t.dtype != _F32:
-            raise ctx.fail(f"input {i} has type {t.dtype.name}; only float32 is supported")
-    if ctx.output_dtype() != _F32:
-        raise ctx.fail(f"output type {ctx.output_dtype().name} is not supported; only float32")
+        if t is not None and t.dtype != dt:
+            raise ctx.fail(f"input {i} ({t.name!r}) has type {type_name(t.dtype)}, input {data} has "
+                           f"{type_name(dt)}")
+    return dt
 
 
 def _const_filter(ctx: KernelContext, i: int, rank: int) -> np.ndarray:
@@ -169,6 +175,8 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
     x_i = ctx.inputs[0]
     (o,) = ctx.outputs
     v = ctx.values
+    if x_t.dtype != _F32:
+        return _conv_widened(ctx, w_mat[0], filt, strides, dils, padding, bias, act)
     if groups == 1:
         owner = ctx.runtime                     # work buffers are shared per runtime
 
@@ -214,17 +222,49 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
     return run_grouped
 
 
-@CPU.register("CONV_2D", dtypes=("float32",))
+def _conv_widened(ctx: KernelContext, w_mat: np.ndarray, filt: tuple[int, ...], strides: tuple[int, ...],
+                  dils: tuple[int, ...], padding: int, bias: np.ndarray | None, act) -> Run:
+    """float16 convolution (one group) as XNNPACK computes it: float32 products and sums, rounded to
+    float16 once (its CONV_2D output matches this bit for bit on the cases tested). Plain im2col over a
+    window view and one matmul; w_mat is [prod(filt) * C, O] in float32."""
+    nd = len(filt)
+    cin = w_mat.shape[0] // int(np.prod(filt))
+    out_dt = ctx.output_dtype()
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+
+    def geometry(shape):
+        if shape[-1] != cin:
+            raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin}")
+        return _geometry(shape[1:-1], filt, strides, dils, padding)
+    get_geometry = _cached(geometry)
+
+    def run() -> None:
+        x = v[x_i].astype(np.float32)
+        out, pads = get_geometry(x.shape)
+        win = window_view(pad_spatial(x, pads), filt, strides, dils, out)   # [N, *out, *filt, C]
+        y = np.matmul(win.reshape(-1, w_mat.shape[0]), w_mat)
+        if bias is not None:
+            y += bias
+        if act is not None:
+            y = act(y)
+        v[o] = y.reshape((x.shape[0],) + out + (w_mat.shape[1],)).astype(out_dt)
+    return run
+
+
+@CPU.register("CONV_2D", dtypes=("float32", "float16"))
 def conv_2d(ctx: KernelContext) -> Run:
     """input [N, H, W, C], filter [O, KH, KW, C/groups], bias [O]."""
     ctx.expect_inputs(2, 3)
-    _require_float(ctx, 0, 1, 2)
+    dt = check_operand_types(ctx, 0, 1, 2)
     w = _const_filter(ctx, 1, 4)
     cout, kh, kw, cin_f = w.shape
     cin = ctx.input_tensor(0).shape[-1]
     if cin_f == 0 or cin % cin_f:
         raise ctx.fail(f"input channels {cin} are not a multiple of the filter's input channels {cin_f}")
     groups = cin // cin_f
+    if groups > 1 and dt != _F32:
+        raise ctx.fail(f"a grouped {dt.name} convolution is not supported (LiteRT runs none)")
     if cout % groups:
         raise ctx.fail(f"output channels {cout} are not a multiple of the {groups} groups")
     o = ctx.options
@@ -242,7 +282,7 @@ def conv_2d(ctx: KernelContext) -> Run:
 def conv_3d(ctx: KernelContext) -> Run:
     """input [N, D, H, W, C], filter [KD, KH, KW, C, O], bias [O]."""
     ctx.expect_inputs(2, 3)
-    _require_float(ctx, 0, 1, 2)
+    check_operand_types(ctx, 0, 1, 2)
     w = _const_filter(ctx, 1, 5)
     kd, kh, kw, cin_f, cout = w.shape
     o = ctx.options
@@ -254,7 +294,7 @@ def conv_3d(ctx: KernelContext) -> Run:
     return _conv_nd(ctx, 3, w_mat, (kd, kh, kw), 1, strides, dils, _bias(ctx, 2, cout))
 
 
-@CPU.register("DEPTHWISE_CONV_2D", dtypes=("float32",))
+@CPU.register("DEPTHWISE_CONV_2D", dtypes=("float32", "float16"))
 def depthwise_conv_2d(ctx: KernelContext) -> Run:
     """input [N, H, W, C], filter [1, KH, KW, C*M], bias [C*M]; output channel c*M + m reads channel c.
 
@@ -263,7 +303,7 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     loop sums the taps without temporaries (see _conv_plan.DepthwisePlan).
     """
     ctx.expect_inputs(2, 3)
-    _require_float(ctx, 0, 1, 2)
+    dt = check_operand_types(ctx, 0, 1, 2)
     w = _const_filter(ctx, 1, 4)
     one, kh, kw, cout = w.shape
     if one != 1:
@@ -284,6 +324,8 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     bias = _bias(ctx, 2, cout)
     taps = np.asarray(w, dtype=np.float32).reshape(kh, kw, cout)
     bias = None if bias is None else np.asarray(bias, dtype=np.float32)
+    if dt != _F32:
+        return _depthwise_widened(ctx, taps, mult, (sh, sw), (dh, dw), padding, bias, act)
     owner = ctx.runtime                         # work buffers are shared per runtime
 
     def make_plan(shape):
@@ -309,6 +351,38 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     return run
 
 
+def _depthwise_widened(ctx: KernelContext, taps: np.ndarray, mult: int, strides: tuple[int, int],
+                       dils: tuple[int, int], padding: int, bias: np.ndarray | None, act) -> Run:
+    """float16 depthwise convolution: float32 products and sums over a window view, rounded to float16
+    once. (XNNPACK's float16 kernels differ by an ulp or so: some round the sum after every tap, in
+    an order that depends on the kernel size.) taps is [KH, KW, C*M] in float32."""
+    kh, kw, cout = taps.shape
+    cin = cout // mult
+    out_dt = ctx.output_dtype()
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+
+    def geometry(shape):
+        if shape[-1] != cin:
+            raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin}")
+        return _geometry(shape[1:3], (kh, kw), strides, dils, padding)
+    get_geometry = _cached(geometry)
+
+    def run() -> None:
+        x = v[x_i].astype(np.float32)
+        out, pads = get_geometry(x.shape)
+        win = window_view(pad_spatial(x, pads), (kh, kw), strides, dils, out)   # [N, OH, OW, KH, KW, C]
+        if mult > 1:
+            win = np.repeat(win, mult, axis=-1)     # output channel c*M + m reads input channel c
+        y = np.einsum("nhwijc,ijc->nhwc", win, taps)
+        if bias is not None:
+            y += bias
+        if act is not None:
+            y = act(y)
+        v[o] = y.astype(out_dt)
+    return run
+
+
 @CPU.register("TRANSPOSE_CONV", dtypes=("float32",))
 def transpose_conv(ctx: KernelContext) -> Run:
     """inputs (output_shape, filter [O, KH, KW, C], input [N, H, W, C], optional bias [O]).
@@ -316,7 +390,7 @@ def transpose_conv(ctx: KernelContext) -> Run:
     out[n, ih*s + kh - pad_top, iw*s + kw - pad_left, o] += x[n, ih, iw, c] * filter[o, kh, kw, c]
     """
     ctx.expect_inputs(3, 4)
-    _require_float(ctx, 1, 2, 3)
+    check_operand_types(ctx, 2, 1, 3)
     w = _const_filter(ctx, 1, 4)
     cout, kh, kw, cin = w.shape
     x_t = ctx.input_tensor(2)

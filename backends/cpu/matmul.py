@@ -1,28 +1,23 @@
-"""FULLY_CONNECTED and BATCH_MATMUL: one BLAS matmul each, constant weights laid out at prepare time."""
+"""FULLY_CONNECTED and BATCH_MATMUL: one BLAS matmul each, constant weights laid out at prepare time.
+
+float16 (which LiteRT runs through XNNPACK only) is computed in float32 and rounded once, as XNNPACK's
+results show (bit for bit on the cases tested, up to the summation order of long rows)."""
 from __future__ import annotations
 
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
+from onert_py.backends.cpu.conv import check_operand_types
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _F32 = np.dtype(np.float32)
 
 
-def _require_float(ctx: KernelContext, *inputs: int) -> None:
-    for i in inputs:
-        t = ctx.input_tensor(i)
-        if t is not None and t.dtype != _F32:
-            raise ctx.fail(f"input {i} has type {t.dtype.name}; only float32 is supported")
-    if ctx.output_dtype() != _F32:
-        raise ctx.fail(f"output type {ctx.output_dtype().name} is not supported; only float32")
-
-
-@CPU.register("FULLY_CONNECTED", dtypes=("float32",))
+@CPU.register("FULLY_CONNECTED", dtypes=("float32", "float16"))
 def fully_connected(ctx: KernelContext) -> Run:
     """out = act(reshape(x, [-1, in]) @ W.T + b); keep_num_dims keeps x's leading dims."""
     ctx.expect_inputs(2, 3)
-    _require_float(ctx, 0, 1, 2)
+    dt = check_operand_types(ctx, 0, 1, 2)
     if ctx.options.get("weights_format", 0) != 0:
         raise ctx.fail("only the DEFAULT weights format is supported (shuffled formats are for uint8)")
     x_t, w_t = ctx.input_tensor(0), ctx.input_tensor(1)
@@ -50,6 +45,10 @@ def fully_connected(ctx: KernelContext) -> Run:
     (o,) = ctx.outputs
     w_const = ctx.const(1)
     b_const = ctx.const(2)
+    if dt != _F32:
+        if w_const is None or (b_i >= 0 and b_const is None):
+            raise ctx.fail(f"{dt.name} weights and bias must be constants (LiteRT runs no other)")
+        return _fully_connected_widened(ctx, w_const, b_const, keep, act)
     b_const = np.ascontiguousarray(b_const.reshape(-1)) if b_const is not None else None
     static = w_const is not None and not x_t.is_dynamic and (b_i < 0 or b_const is not None)
     m = int(np.prod(x_shape, dtype=np.int64)) // depth if static else -1
@@ -119,12 +118,40 @@ def fully_connected(ctx: KernelContext) -> Run:
     return run_static
 
 
-@CPU.register("BATCH_MATMUL", dtypes=("float32",))
+def _fully_connected_widened(ctx: KernelContext, w: np.ndarray, b: np.ndarray | None, keep: bool, act) -> Run:
+    """float16 FULLY_CONNECTED: float32 matmul, bias and activation, rounded to float16 once."""
+    units, depth = w.shape
+    wt = np.ascontiguousarray(w.T, dtype=np.float32)
+    b32 = None if b is None else b.reshape(-1).astype(np.float32)
+    out_dt = ctx.output_dtype()
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = v[x_i]
+        if keep:
+            if x.shape[-1] != depth:
+                raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {depth}")
+            out_shape = x.shape[:-1] + (units,)
+        else:
+            if x.size % depth:
+                raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
+            out_shape = (x.size // depth, units)
+        y = np.matmul(x.reshape(-1, depth).astype(np.float32), wt)
+        if b32 is not None:
+            y += b32
+        if act is not None:
+            act(y)
+        v[o] = y.astype(out_dt).reshape(out_shape)
+    return run
+
+
+@CPU.register("BATCH_MATMUL", dtypes=("float32", "float16"))
 def batch_matmul(ctx: KernelContext) -> Run:
     """out[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n], batch dims broadcast; adj_* transpose
     the last two dims of that side first."""
     ctx.expect_inputs(2)
-    _require_float(ctx, 0, 1)
+    dt = check_operand_types(ctx, 0, 1)
     # TFLite's schema names the options adj_x/adj_y, Circle's adjoint_lhs/adjoint_rhs.
     opts = ctx.options
     adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
@@ -147,6 +174,15 @@ def batch_matmul(ctx: KernelContext) -> Run:
     v = ctx.values
     l_i, r_i = ctx.inputs
     (o,) = ctx.outputs
+    if dt != _F32:
+        def run_widened() -> None:   # float16: float32 products and sums, rounded once
+            a, b = v[l_i].astype(np.float32), v[r_i].astype(np.float32)
+            if adj_x:
+                a = np.swapaxes(a, -1, -2)
+            if adj_y:
+                b = np.swapaxes(b, -1, -2)
+            v[o] = np.matmul(a, b).astype(dt)
+        return run_widened
     r_const = ctx.const(1)
     if r_const is not None:
         rhs = np.ascontiguousarray(np.swapaxes(r_const, -1, -2)) if adj_y else r_const

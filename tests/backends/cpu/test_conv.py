@@ -3,6 +3,7 @@ import pytest
 
 import onert_py
 from helpers import assert_close, assert_matches_litert, rng, run_litert, run_onert, single_op_model
+from onert_py.ir import TYPE_NAME_BY_DTYPE
 from onert_py.backends.cpu.conv import conv_output_size
 
 SAME, VALID = 0, 1
@@ -389,3 +390,86 @@ def test_layout_tables_cover_every_branch():
             conv_kinds.add((p.kind, getattr(p, "direct", None), getattr(p, "transposed", None)))
     assert conv_kinds >= {("pointwise", None, None), ("im2col", True, False), ("im2col", False, False),
                           ("im2col", True, True), ("im2col", False, True), ("channel-sum", None, None)}
+
+
+# ---- float16 (XNNPACK only in LiteRT) and prepare-time type checks (the dtype audit)
+
+F16 = np.float16
+
+
+def _f16(a):
+    return np.asarray(a).astype(F16)
+
+
+def _retype(mb, dtype):
+    """The model with its float32 data tensors (input, output) declared as `dtype`."""
+    for t in mb.subgraphs[0].tensors:
+        if t.dtype == np.float32:
+            t.dtype, t.type_name = np.dtype(dtype), TYPE_NAME_BY_DTYPE[np.dtype(dtype)]
+    return mb
+
+
+@pytest.mark.parametrize("x_shape,k,cout", [([1, 9, 9, 8], 3, 16), ([2, 7, 6, 3], (3, 2), 5), ([1, 6, 6, 16], 1, 8)])
+@pytest.mark.parametrize("padding", [SAME, VALID])
+@pytest.mark.parametrize("strides,dils", [((1, 1), (1, 1)), ((2, 2), (1, 1)), ((1, 1), (2, 2))])
+@pytest.mark.parametrize("act", [0, 1, 3])
+def test_conv2d_float16_xnnpack(x_shape, k, cout, padding, strides, dils, act):
+    # XNNPACK's float16 CONV_2D equals float32 sums rounded to float16 once: within one float16 ulp
+    # (a float16 running sum would be several ulps off).
+    kh, kw = (k, k) if isinstance(k, int) else k
+    g = rng(20)
+    w = _f16(g.uniform(-1, 1, size=(cout, kh, kw, x_shape[-1])))
+    b = _f16(g.uniform(-1, 1, size=cout))
+    x = _f16(g.uniform(-1, 1, size=x_shape))
+    mb = _retype(_conv_model(x_shape, w, b, padding, strides, dils, act), F16)
+    assert_matches_litert(mb, [x], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("x_shape,k", [([1, 9, 9, 8], 3), ([2, 7, 9, 4], (3, 2)), ([1, 12, 12, 16], 5),
+                                       ([1, 5, 5, 8], 1)])
+@pytest.mark.parametrize("mult", [1, 2])
+@pytest.mark.parametrize("padding", [SAME, VALID])
+@pytest.mark.parametrize("strides,dils", [((1, 1), (1, 1)), ((2, 2), (1, 1)), ((1, 2), (2, 2))])
+def test_depthwise_float16_xnnpack(x_shape, k, mult, padding, strides, dils):
+    # XNNPACK's float16 depthwise kernels round the running sum to float16 after taps (in a kernel-size
+    # dependent order); ours round once: a few float16 ulps of outputs up to ~10 (measured <= 0.005).
+    kh, kw = (k, k) if isinstance(k, int) else k
+    g = rng(21)
+    c = x_shape[-1] * mult
+    w = _f16(g.uniform(-1, 1, size=(1, kh, kw, c)))
+    b = _f16(g.uniform(-1, 1, size=c))
+    x = _f16(g.uniform(-1, 1, size=x_shape))
+    for act in (0, 3):
+        mb = _retype(_dw_model(x_shape, w, b, padding, strides, dils, act, mult), F16)
+        assert_matches_litert(mb, [x], rtol=2e-3, atol=1e-2)
+
+
+@pytest.mark.parametrize("op,ins,msg", [
+    ("CONV_2D", [np.float16, np.float32, np.float32], r"input 1 \('const1'\) has type float32, input 0 has float16"),
+    ("CONV_2D", [np.int8, np.int8, np.int32], "has type int8, not supported"),
+    ("CONV_2D", [np.float32, np.int8, np.float32], r"input 1 \('const1'\) has type int8"),   # hybrid
+    ("DEPTHWISE_CONV_2D", [np.float64, np.float64, np.float64], "has type float64, not supported"),
+    ("DEPTHWISE_CONV_2D", [np.float16, np.float16, np.float32], r"input 2 \('const2'\) has type float32"),
+])
+def test_conv_types_are_prepare_errors(op, ins, msg):
+    w = np.zeros((1, 3, 3, 4) if op == "DEPTHWISE_CONV_2D" else (4, 3, 3, 4), ins[1])
+    extra = {"depth_multiplier": 1} if op == "DEPTHWISE_CONV_2D" else {}
+    mb = single_op_model(op, [("x", [1, 5, 5, 4], ins[0]), ("const", w), ("const", np.zeros(4, ins[2]))],
+                         [("o", [1, 5, 5, 4], ins[0])], padding=SAME, stride_h=1, stride_w=1,
+                         dilation_h_factor=1, dilation_w_factor=1, fused_activation_function=0, **extra)
+    with pytest.raises(onert_py.PrepareError, match=msg):
+        onert_py.infer.session(mb.to_bytes("tflite"))
+
+
+def test_conv_float16_unsupported_forms_are_prepare_errors():
+    # LiteRT runs no grouped float16 convolution (XNNPACK leaves it to the builtin kernel, which has no
+    # float16), nor float16 TRANSPOSE_CONV / CONV_3D
+    w = np.zeros((4, 3, 3, 2), F16)
+    mb = _retype(_conv_model([1, 5, 5, 4], w, np.zeros(4, F16), SAME, (1, 1), (1, 1), 0, version=6), F16)
+    with pytest.raises(onert_py.PrepareError, match="grouped float16"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
+    mb = single_op_model("TRANSPOSE_CONV", [("const", np.array([1, 4, 4, 2], np.int32)),
+                                            ("const", np.zeros((2, 3, 3, 2), F16)), ("x", [1, 4, 4, 2], F16)],
+                         [("o", [1, 4, 4, 2], F16)], padding=SAME, stride_h=1, stride_w=1)
+    with pytest.raises(onert_py.PrepareError, match=r"input 2 \('x'\) has type float16, not supported"):
+        onert_py.infer.session(mb.to_bytes("tflite"))

@@ -3,6 +3,7 @@ import pytest
 
 import onert_py
 from helpers import assert_close, assert_matches_litert, rng, run_litert, run_onert, single_op_model
+from onert_py.ir import TYPE_NAME_BY_DTYPE
 
 # Float32 dot products of length <= 300 with N(0,1) data: LiteRT (ruy/XNNPACK) and BLAS sum in a different
 # order, so the error is a few ulps of sum |x*w| (~20 for K=300), i.e. ~1e-5 absolute on outputs of size ~10.
@@ -122,3 +123,62 @@ def test_fully_connected_dynamic_batch_one_session():
     for n in (3, 1, 7):
         x = rng(13 + n).normal(size=(n, 8)).astype(np.float32)
         assert_close(sess.infer([x]), run_litert(mb, [x]), atol=ATOL)
+
+
+# ---- float16 (XNNPACK only in LiteRT) and prepare-time type checks (the dtype audit)
+
+F16 = np.float16
+
+
+@pytest.mark.parametrize("x_shape,units", [([1, 8], 4), ([5, 16], 3), ([2, 3, 10], 7), ([4, 1000], 32)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("act", [0, 1, 3])
+def test_fully_connected_float16_xnnpack(x_shape, units, bias, act):
+    # XNNPACK computes float16 FULLY_CONNECTED in float32 and rounds once: within one float16 ulp
+    # (the summation order of the 1000-long rows differs), where a float16 running sum is many ulps off.
+    g = rng(30)
+    depth = x_shape[-1]
+    w = g.uniform(-1, 1, size=(units, depth)).astype(F16)
+    b = g.uniform(-1, 1, size=units).astype(F16)
+    x = g.uniform(-1, 1, size=x_shape).astype(F16)
+    n = int(np.prod(x_shape)) // depth
+    for keep in (False, True):
+        out = list(x_shape[:-1]) + [units] if keep else [n, units]
+        mb = single_op_model("FULLY_CONNECTED", [("x", x_shape, F16), ("const", w), ("const", b) if bias else None],
+                             [("o", out, F16)], fused_activation_function=act, keep_num_dims=keep)
+        assert_matches_litert(mb, [x], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("ls,rs", [([3, 40], [40, 5]), ([2, 3, 64], [2, 64, 5]), ([2, 1, 3, 4], [3, 4, 6])])
+@pytest.mark.parametrize("adj_x,adj_y", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("const_rhs", [False, True])
+def test_batch_matmul_float16_xnnpack(ls, rs, adj_x, adj_y, const_rhs):
+    ls, rs = list(ls), list(rs)
+    if adj_x:
+        ls[-1], ls[-2] = ls[-2], ls[-1]
+    if adj_y:
+        rs[-1], rs[-2] = rs[-2], rs[-1]
+    g = rng(31)
+    x = g.uniform(-1, 1, size=ls).astype(F16)
+    y = g.uniform(-1, 1, size=rs).astype(F16)
+    mb = _bmm_model(ls, rs, adj_x, adj_y, const_rhs, y)
+    for t in mb.subgraphs[0].tensors:
+        if t.dtype == np.float32:
+            t.dtype, t.type_name = np.dtype(F16), TYPE_NAME_BY_DTYPE[np.dtype(F16)]
+    assert_matches_litert(mb, [x] if const_rhs else [x, y], rtol=1e-3, atol=1e-3)
+
+
+def test_matmul_types_are_prepare_errors():
+    cases = [
+        ("FULLY_CONNECTED", [("x", [2, 8], F16), ("w", [3, 8], F16), None], F16, "must be constants"),
+        ("FULLY_CONNECTED", [("x", [2, 8], np.float32), ("const", np.zeros((3, 8), np.int8)), None], np.float32,
+         r"input 1 \('const1'\) has type int8, input 0 has float32"),
+        ("FULLY_CONNECTED", [("x", [2, 8], np.int32), ("const", np.zeros((3, 8), np.int32)), None], np.int32,
+         "has type int32, not supported"),
+        ("BATCH_MATMUL", [("x", [2, 8], np.float32), ("y", [8, 3], F16)], np.float32, r"input 1 \('y'\) has type float16"),
+        ("BATCH_MATMUL", [("x", [2, 8], np.int8), ("y", [8, 3], np.int8)], np.int8, "has type int8, not supported"),
+    ]
+    for op, ins, out, msg in cases:
+        mb = single_op_model(op, ins, [("o", [2, 3], out)])
+        with pytest.raises(onert_py.PrepareError, match=msg):
+            onert_py.infer.session(mb.to_bytes("tflite"))
