@@ -91,7 +91,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         self.runtime = RuntimeState(RuntimeOptions(max_while_iterations=max_while_iterations,
                                                    controlflow_copy=controlflow_copy,
                                                    preserve_all_tensors=preserve_all_tensors))
-        self.executors = compile_model(self.model, self.runtime, backends)
+        self.executors = compile_model(self.model, self.runtime, _loadable(backends))
         # onert prepares on the first infer and reports it there; we compile here and report it there.
         self._prepare_ms: float | None = (time.perf_counter() - t0) * 1e3
         self._shapes = ShapeCache(self.model, known=self._folded_values)   # per input-shape signature
@@ -381,6 +381,21 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
             seen.add(id(arr))
             outs.append(arr)
         return outs
+
+
+# onert's backends that onert-py does not have. onert skips a listed backend it cannot load as long as
+# another one is left ("cpu;acl_cl" runs on cpu where ACL is absent); so do we.
+_ONERT_ONLY_BACKENDS = frozenset({"acl_cl", "acl_neon", "ruy", "xnnpack", "trix", "gpu_cl", "train"})
+
+
+def _loadable(backends: Any) -> Any:
+    if not isinstance(backends, str):
+        return backends
+    names = [b.strip() for b in backends.split(";") if b.strip()]
+    kept = [b for b in names if b not in _ONERT_ONLY_BACKENDS]
+    if names and not kept:
+        raise ValueError(f"none of the backends {names} is available in onert-py (available: cpu)")
+    return ";".join(kept)
 
 
 def _zeros(dims: Sequence[int], t: Tensor) -> np.ndarray:

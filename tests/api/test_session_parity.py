@@ -290,3 +290,16 @@ def test_signatures_select_the_subgraph() -> None:
         assert s.get_outputs_tensorinfo()[0].dims == [3, 2]
     with pytest.raises(onert_py.InputError, match="nope"):
         s.select_signature("nope")
+
+
+def test_backend_lists_skip_backends_we_lack() -> None:
+    """onert runs "cpu;acl_cl" on cpu where ACL is not installed; so do we. A list with none of ours
+    fails (onert: when preparing, "No loaded backends available")."""
+    x = corpus_inputs("mlp")
+    for backends in ("cpu;acl_cl", "acl_cl;cpu", "acl_neon;cpu"):
+        ref = onert.infer.session(str(CORPUS / "mlp.tflite"), backends).infer(x)
+        assert_agree(onert_py.infer.session(str(CORPUS / "mlp.tflite"), backends).infer(x), ref)
+    with pytest.raises(ValueError, match="available"):
+        onert_py.infer.session(str(CORPUS / "mlp.tflite"), "acl_cl;ruy")
+    with pytest.raises(ValueError, match="unknown backend 'CPU'"):
+        onert_py.infer.session(str(CORPUS / "mlp.tflite"), "CPU")
