@@ -95,6 +95,33 @@ def needed_atol(got: np.ndarray, want: np.ndarray, rtol: float) -> float | None:
     return float(max(excess.max(initial=0.0), 0.0))
 
 
+def worst_element(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str | None:
+    """Where a numeric output is furthest out of tolerance: "at [0, 3]: 0.51 vs reference 0.62"."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or got.size == 0 or got.dtype.kind not in "biufc" or \
+            want.dtype.kind not in "biufc":
+        return None
+    wide = np.complex128 if "c" in (got.dtype.kind, want.dtype.kind) else np.float64
+    g, w = got.astype(wide), want.astype(wide)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    excess = np.where(same, -np.inf, np.abs(g - w) - atol - rtol * np.abs(w))
+    excess = np.where(np.isnan(excess), np.inf, excess)   # NaN against a number: the worst
+    flat = int(np.argmax(excess))
+    if not np.isfinite(excess.reshape(-1)[flat]) and excess.reshape(-1)[flat] < 0:
+        return None
+    index = [int(i) for i in np.unravel_index(flat, got.shape)]
+    return f"at {index}: {_scalar(got.reshape(-1)[flat])} vs reference {_scalar(want.reshape(-1)[flat])}"
+
+
+def _scalar(x: Any) -> str:
+    kind = np.asarray(x).dtype.kind
+    if kind == "f":
+        return f"{float(x):.9g}"   # enough digits to tell float32 neighbours apart
+    if kind == "c":
+        return str(complex(x))
+    return str(x.item() if hasattr(x, "item") else x)
+
+
 def _round_up(x: float) -> float:
     """x rounded up to two significant digits, so that the printed tolerance really suffices."""
     if x <= 0:
@@ -362,7 +389,7 @@ def compare_cmd(args: argparse.Namespace) -> int:
     if len(want) != len(got):
         raise CliError(f"{ref_label} gives {len(want)} outputs, onert-py {len(got)}")
 
-    rows, all_ok, atols = [], True, []
+    rows, all_ok, atols, worst = [], True, [], []
     for k, (name, g, w) in enumerate(zip(names, got, want)):
         # LiteRT must give our dtypes; a stored file may hold wider ones of the same kind
         max_abs, max_rel, ok, note, bad = compare_detail(g, w, args.rtol, args.atol,
@@ -370,6 +397,9 @@ def compare_cmd(args: argparse.Namespace) -> int:
         all_ok &= ok
         if not ok:  # a dtype LiteRT disagrees on is no rounding matter: no atol suggestion then
             atols.append(None if note and args.reference == "litert" else needed_atol(g, w, args.rtol))
+            where = worst_element(g, w, args.rtol, args.atol)
+            if where:
+                worst.append(f"output {k} {name!r} is furthest off {where}")
         dtype = "string" if g.dtype == object else str(g.dtype)
         rows.append((str(k), name, str(list(g.shape)), dtype, _fmt(max_abs), _fmt(max_rel),
                      "-" if bad is None else f"{bad}/{np.size(g)}",
@@ -378,6 +408,8 @@ def compare_cmd(args: argparse.Namespace) -> int:
     _describe_inputs(inputs)
     print(format_table(("#", "output", "shape", "dtype", "max abs err", "max rel err", "mismatched", "result"),
                        rows))
+    for line in worst:
+        print(line)
 
     if recorder is not None:
         try:

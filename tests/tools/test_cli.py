@@ -703,3 +703,18 @@ def test_compare_circle_only_op_needs_a_stored_reference(tmp_path, capsys):
     np.savez(tmp_path / "ref.npz", o=want.astype(np.float32))
     rc, out, _ = cli(capsys, "compare", path, "--input", f"x={tmp_path / 'x.npy'}", "--reference", tmp_path / "ref.npz")
     assert rc == 0 and out.rstrip().endswith("PASS")
+
+
+def test_compare_names_the_worst_element(wmodel, tmp_path, capsys):
+    x, i = np.array([0.5, -1.0], np.float32), np.array(2, np.int32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "i.npy", i)
+    want_i, want_y = expected_while(2, x)                 # y = x * 2 * 2**3 + 1 = [9, -15]
+    off = want_y.copy()
+    off[1] += np.float32(0.25)
+    np.savez(tmp_path / "ref.npz", i_out=np.int32(7), y=off)
+    rc, out, _ = cli(capsys, "compare", wmodel, "--reference", tmp_path / "ref.npz",
+                     "--input", f"x={tmp_path / 'x.npy'}", "--input", f"i={tmp_path / 'i.npy'}")
+    assert rc == 1
+    assert f"output 0 'i_out' is furthest off at []: {int(want_i)} vs reference 7" in out
+    assert "output 1 'y' is furthest off at [1]: -15 vs reference -14.75" in out
