@@ -364,6 +364,17 @@ def compare_cmd(args: argparse.Namespace) -> int:
     _check_args(args)
     sess = open_session(args)
     inputs = prepare_inputs(sess, args)
+    names = [i.name for i in sess.get_outputs_tensorinfo()]
+    # Everything about the reference is checked before the (possibly long) run.
+    if args.reference == "litert":
+        load_litert()
+        data = tflite_bytes(sess.model, args.model)
+        signature = (litert_signature(sess.model, args.signature, sess.subgraph_index)
+                     if args.signature else None)
+        ref_label = "LiteRT"
+    else:
+        want = load_expected(args.reference, names)
+        ref_label = args.reference
     if args.save_inputs:
         save_arrays(args.save_inputs, inputs.names, inputs.arrays, prefix="input")
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
@@ -374,18 +385,10 @@ def compare_cmd(args: argparse.Namespace) -> int:
             raise CliError(f"cannot create --dump-dir {dump_dir}: {e}") from None
     recorder = OpRecorder(sess.executors) if dump_dir is not None else None
     got = run_inference(sess, inputs)
-    names = [i.name for i in sess.get_outputs_tensorinfo()]
 
     interpreter = None
     if args.reference == "litert":
-        data = tflite_bytes(sess.model, args.model)
-        signature = (litert_signature(sess.model, args.signature, sess.subgraph_index)
-                     if args.signature else None)
         want, interpreter = run_litert(data, inputs.arrays, preserve=dump_dir is not None, signature=signature)
-        ref_label = "LiteRT"
-    else:
-        want = load_expected(args.reference, names)
-        ref_label = args.reference
     if len(want) != len(got):
         raise CliError(f"{ref_label} gives {len(want)} outputs, onert-py {len(got)}")
 

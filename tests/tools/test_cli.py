@@ -718,3 +718,17 @@ def test_compare_names_the_worst_element(wmodel, tmp_path, capsys):
     assert rc == 1
     assert f"output 0 'i_out' is furthest off at []: {int(want_i)} vs reference 7" in out
     assert "output 1 'y' is furthest off at [1]: -15 vs reference -14.75" in out
+
+
+def test_compare_checks_the_reference_before_running(wmodel, tmp_path, capsys, monkeypatch):
+    """A missing reference (or LiteRT) fails before onert-py runs the model or writes anything."""
+    ran = []
+    monkeypatch.setattr(onert_py.infer.session, "infer", lambda self, *a, **k: ran.append(1))
+    rc, _, err = cli(capsys, "compare", wmodel, "--reference", tmp_path / "nope.npz",
+                     "--save-inputs", tmp_path / "in.npz")
+    assert rc == 2 and "reference file not found" in err
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+    rc, _, err = cli(capsys, "compare", wmodel, "--save-inputs", tmp_path / "in.npz")
+    assert rc == 2 and "needs the ai-edge-litert package" in err
+    assert ran == [] and not (tmp_path / "in.npz").exists()
