@@ -106,6 +106,7 @@ def describe(model: Model) -> dict[str, Any]:
             if targets:
                 calls.append({"subgraph": sg.index, "op": op.index, "opcode": op.kernel_name,
                               "calls": [{"role": r, "subgraph": s} for r, s in targets]})
+
     def sig_tensors(s, mapping):
         sg = model.subgraphs[s.subgraph_index]
         return [{"name": n, "tensor": t, "tensor_name": sg.tensors[t].name, "shape": shape_of(sg.tensors[t]),
@@ -136,9 +137,8 @@ def render(info: dict[str, Any], path: str) -> str:
     lines = [f"model: {path}", f"format: {info['format']} (schema version {info['version']})",
              f"description: {info['description'] or '-'}"]
     if info["metadata"]:
-        shown = [f"{k} {info['metadata_text'][k]!r}" if k in info.get("metadata_text", {}) else
-                 f"{k} ({_size(info['metadata_bytes'][k])})" if k in info.get("metadata_bytes", {}) else k
-                 for k in info["metadata"]]
+        shown = [f"{k} {info['metadata_text'][k]!r}" if k in info["metadata_text"] else
+                 f"{k} ({_size(info['metadata_bytes'][k])})" for k in info["metadata"]]
         lines.append(f"metadata: {', '.join(shown)}")
     c = info["constants"]
     lines.append(f"constants: {c['tensors']} tensor(s), {_size(c['bytes'])}")
@@ -216,5 +216,10 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         sg = info["subgraphs"][n]
         sg["tensor_details"] = tensor_details(model.subgraphs[n])
         sg["operator_details"] = operator_details(model.subgraphs[n])
-    print(json.dumps(info, indent=2) if args.json else render(info, args.model))
+    print(json.dumps(info, indent=2, default=_json_value) if args.json else render(info, args.model))
     return 0
+
+
+def _json_value(x: Any) -> Any:
+    """numpy scalars and anything else an option may hold, for json.dumps."""
+    return x.item() if isinstance(x, np.generic) else str(x)
