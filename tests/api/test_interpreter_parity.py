@@ -543,6 +543,12 @@ CORPUS_MISUSE: dict[str, Callable[[type], Any]] = {
     "get_tensor_returns_a_copy": lambda cls: _mutate_after(cls, "get"),
     "runner_outputs_are_the_callers": lambda cls: _mutate_after(cls, "runner"),
     "runner_inputs_not_modified": lambda cls: _mutate_after(cls, "runner_inputs"),
+    # string tensors
+    "string_set_bytes": lambda cls: _string_run(cls, np.array([b"a", b"bc", b"def"])),
+    "string_set_unicode": lambda cls: _string_run(cls, np.array(["a", "bc", "d\u00e9f"])),
+    "string_set_object": lambda cls: _string_run(cls, np.array([b"a", "bc", b""], dtype=object)),
+    "string_set_numbers": lambda cls: _string_run(cls, np.array([1, 2, 3])),
+    "string_set_wrong_shape": lambda cls: _string_run(cls, np.array([b"a", b"bc"])),
     # several signatures on one interpreter, resized through their runners in turn
     "signatures_interleaved": lambda cls: _signatures_interleaved(cls),
 }
@@ -565,6 +571,24 @@ def _mutate_after(cls: type, what: str) -> Any:
         return x
     first["output_0"][...] = 1
     return [first, runner(x=x)]
+
+
+def _string_model() -> bytes:
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x, i, o = sg.tensor("x", [3], object), sg.tensor("i", [2], I32), sg.tensor("o", [2], object)
+    sg.op("GATHER", [x, i], [o], axis=0, batch_dims=0)
+    sg.inputs, sg.outputs = [x, i], [o]
+    return mb.to_bytes()
+
+
+def _string_run(cls: type, value: Any) -> list:
+    it = make(cls, _string_model())
+    it.allocate_tensors()
+    it.set_tensor(0, value)
+    it.set_tensor(1, np.array([2, 0], I32))
+    it.invoke()
+    return [it.get_tensor(2), it.get_tensor(0), it.get_input_details(), it.get_output_details()]
 
 
 def _signatures_interleaved(cls: type) -> list:
@@ -857,17 +881,7 @@ DELIBERATE: dict[str, tuple[Callable[[type], Any], str]] = {
 
 
 def _string_list_set(cls: type) -> Any:
-    mb = ModelBuilder()
-    sg = mb.subgraph("main")
-    x, i, o = sg.tensor("x", [3], object), sg.tensor("i", [2], I32), sg.tensor("o", [2], object)
-    sg.op("GATHER", [x, i], [o], axis=0, batch_dims=0)
-    sg.inputs, sg.outputs = [x, i], [o]
-    it = make(cls, mb.to_bytes())
-    it.allocate_tensors()
-    it.set_tensor(0, [b"a", b"bc", b"def"])
-    it.set_tensor(1, np.array([2, 0], I32))
-    it.invoke()
-    return it.get_tensor(2)
+    return _string_run(cls, [b"a", b"bc", b"def"])[0]
 
 
 @pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why))
