@@ -199,7 +199,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         dims = list(self._input_dims)
         for k, info in enumerate(new_infos):
             dims[k] = self._checked_dims(k, info)
-        self._infer_shapes(dims)   # shapes an op cannot take fail here (ShapeInferenceError), naming it
+        result = self._infer_shapes(dims)   # shapes an op cannot take fail here, naming it
+        self.executors.plan_memory(result)  # arenas for the new shapes (kept per shapes)
         self._input_dims = dims
         self._shown_inputs = [list(d) if d is not None else _info(self._subgraph.tensors[t]).dims
                               for d, t in zip(dims, self._subgraph.inputs)]
@@ -213,7 +214,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         index = self._io_index(index, self.input_size(), "input")
         dims = list(self._input_dims)   # the other inputs keep their fixed dims (or stay open)
         dims[index] = self._checked_dims(index, tensor_info)
-        self._infer_shapes(dims)
+        self.executors.plan_memory(self._infer_shapes(dims))
         self._input_dims = dims
         self._shown_inputs = [list(d) if d is not None else _info(self._subgraph.tensors[t]).dims
                               for d, t in zip(dims, self._subgraph.inputs)]

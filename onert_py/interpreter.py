@@ -203,6 +203,7 @@ class Interpreter:
         for registerer in list(getattr(self, "_custom_op_registerers", [])) + list(custom_op_registerers or []):
             _run_registerer(registerer)
         self._executors = None           # compiled lazily by allocate_tensors, like LiteRT's prepare
+        self._replan = None              # shape-inference result the arenas are re-planned for
         self._shape_cache = ShapeCache(self._model, LITERT)   # propagated shapes per input shapes
         self._relaxed = False            # compiled with every activation dynamic (after a resize)
         self._states: dict[int, _SubgraphState] = {}
@@ -289,6 +290,9 @@ class Interpreter:
             self._refresh_shapes()   # the last run's shapes are the "previous" shapes kept past a dynamic op
         self._propagate_shapes(k)
         self._compile()
+        if self._replan is not None:   # inputs resized: arenas for the new shapes (kept per shapes)
+            self._executors.plan_memory(self._replan)
+            self._replan = None
         for j in self._reachable(k):
             st = self._state(j)
             sg = st.sg
@@ -321,6 +325,8 @@ class Interpreter:
         except PrepareError as e:
             st.ready = False
             raise ExecutionError(f"allocate_tensors failed: {e}") from e
+        if current != tuple(tuple(st.sg.tensors[i].shape) for i in st.sg.inputs):
+            self._replan = result   # resized: the declared shapes' plan no longer fits
         for j, inferred in result.subgraphs.items():
             shapes = self._state(j).shapes
             for i, shape in inferred.resolved.items():

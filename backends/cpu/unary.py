@@ -23,8 +23,9 @@ def _unary(ctx: KernelContext, fn, same_output: bool = True) -> Run:
     v = ctx.values
     out_t = ctx.output_tensor(0)
     if (isinstance(fn, np.ufunc) and fn.nin == 1 and fn.nout == 1 and same_output
-            and len(out_t.shape) > 0 and not out_t.is_dynamic):
-        # A ufunc computes into the planned output buffer (its result is never a view of x).
+            and len(out_t.shape) > 0):
+        # A ufunc computes into the planned output buffer (its result is never a view of x); a
+        # dynamic shape gets the slot a resize planned for it.
         alloc = ctx.output_buffer(0)
 
         def run_planned() -> None:

@@ -378,3 +378,36 @@ def test_builtin_kernels_share_the_arena_and_match_litert():
         xv = np.random.default_rng(seed).standard_normal((1, 16, 16, 8)).astype(np.float32)
         (want,) = run_litert_builtin(mb, [xv])
         np.testing.assert_allclose(sess.infer([xv])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_replans_the_arena_for_builtin_kernels():
+    """A dynamic-batch model: after update_inputs_tensorinfo (session) or resize_tensor_input +
+    allocate_tensors (Interpreter) the arena holds the new shapes, and results stay right."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [-1, 64], np.float32)
+    a = sg.tensor("a", [-1, 64], np.float32)
+    sg.op("EXP", [x], [a])
+    b = sg.tensor("b", [-1, 64], np.float32)
+    sg.op("ABS", [a], [b])
+    out = sg.tensor("out", [-1, 64], np.float32)
+    sg.op("SQRT", [b], [out])
+    sg.inputs, sg.outputs = [x], [out]
+    model = mb.to_bytes("tflite")
+    want = lambda v: np.sqrt(np.abs(np.exp(v)))  # noqa: E731
+    sess = onert_py.infer.session(model)
+    info = sess.get_inputs_tensorinfo()[0]
+    info.dims = [5, 64]
+    sess.update_inputs_tensorinfo([info])
+    plan = executor(sess).arena_plan
+    assert plan.shapes.get(a) == (5, 64)
+    v = np.random.default_rng(1).random((5, 64), np.float32)
+    np.testing.assert_allclose(sess.infer([v])[0], want(v), rtol=1e-6)
+    it = onert_py.Interpreter(model_content=model)
+    it.resize_tensor_input(0, [3, 64])
+    it.allocate_tensors()
+    assert it._executors[0].arena_plan.shapes.get(a) == (3, 64)
+    v = v[:3]
+    it.set_tensor(it.get_input_details()[0]["index"], v)
+    it.invoke()
+    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), want(v), rtol=1e-6)
