@@ -147,6 +147,13 @@ def _geometry(sp, filt, strides, dils, padding):
     return out, pads
 
 
+def _checked_geometry(sp, channels: int, cin: int, filt, strides, dils, padding):
+    """_geometry for an input with `channels` channels where the filter expects `cin`."""
+    if channels != cin:
+        raise ValueError(f"input has {channels} channels, the filter expects {cin}")
+    return _geometry(sp, filt, strides, dils, padding)
+
+
 def _plan_static(ctx: KernelContext, plan: Callable) -> None:
     """Make the plan of a static input shape now, so that every op has reserved its work buffers before
     the first run (they are then allocated once, at their largest size)."""
@@ -181,9 +188,7 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
         owner = ctx.runtime                     # work buffers are shared per runtime
 
         def make_plan(shape):
-            if shape[-1] != cin_w:
-                raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin_w}")
-            out, pads = _geometry(shape[1:-1], filt, strides, dils, padding)
+            out, pads = _checked_geometry(shape[1:-1], shape[-1], cin_w, filt, strides, dils, padding)
             return ConvPlan(shape, w_mat[0], filt, strides, dils, out, pads, bias, owner)
         plan = _cached(make_plan)
         _plan_static(ctx, plan)
@@ -199,9 +204,7 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
         return run
 
     def grouped_plan(shape):
-        if shape[-1] != cin_w * groups:
-            raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin_w * groups}")
-        return _geometry(shape[1:-1], filt, strides, dils, padding)
+        return _checked_geometry(shape[1:-1], shape[-1], cin_w * groups, filt, strides, dils, padding)
 
     get_plan = _cached(grouped_plan)
 
@@ -233,11 +236,8 @@ def _conv_widened(ctx: KernelContext, w_mat: np.ndarray, filt: tuple[int, ...], 
     x_i, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
 
-    def geometry(shape):
-        if shape[-1] != cin:
-            raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin}")
-        return _geometry(shape[1:-1], filt, strides, dils, padding)
-    get_geometry = _cached(geometry)
+    get_geometry = _cached(lambda shape: _checked_geometry(shape[1:-1], shape[-1], cin, filt, strides,
+                                                           dils, padding))
 
     def run() -> None:
         x = v[x_i].astype(np.float32)
@@ -329,9 +329,7 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     owner = ctx.runtime                         # work buffers are shared per runtime
 
     def make_plan(shape):
-        if shape[-1] != cin:
-            raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin}")
-        out, pads = _geometry(shape[1:3], (kh, kw), (sh, sw), (dh, dw), padding)
+        out, pads = _checked_geometry(shape[1:3], shape[-1], cin, (kh, kw), (sh, sw), (dh, dw), padding)
         return DepthwisePlan(shape, mult, taps, bias, (sh, sw), (dh, dw), out, pads, owner)
     plan = _cached(make_plan)
     _plan_static(ctx, plan)
@@ -362,11 +360,8 @@ def _depthwise_widened(ctx: KernelContext, taps: np.ndarray, mult: int, strides:
     x_i, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
 
-    def geometry(shape):
-        if shape[-1] != cin:
-            raise ValueError(f"input has {shape[-1]} channels, the filter expects {cin}")
-        return _geometry(shape[1:3], (kh, kw), strides, dils, padding)
-    get_geometry = _cached(geometry)
+    get_geometry = _cached(lambda shape: _checked_geometry(shape[1:3], shape[-1], cin, (kh, kw), strides,
+                                                           dils, padding))
 
     def run() -> None:
         x = v[x_i].astype(np.float32)

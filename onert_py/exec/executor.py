@@ -354,8 +354,3 @@ class ExecutorMap:
         for k, sub in result.subgraphs.items():
             self._executors[k].plan_memory(
                 {t: tuple(s) for t, s in enumerate(sub.shapes) if s is not None and all(d >= 0 for d in s)})
-
-    @property
-    def arena_bytes(self) -> int:
-        """Bytes of the arenas currently planned, all subgraphs."""
-        return sum(ex.arena_plan.size for ex in self._executors)

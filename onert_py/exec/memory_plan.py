@@ -98,8 +98,7 @@ def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
             if o < 0:
                 continue
             first.setdefault(o, step)
-            last.setdefault(o, step)
-            last[o] = max(last[o], step)
+            last.setdefault(o, step)   # never read: lives for its own step
             if o not in fresh:
                 for t in ins:
                     groups.union(o, t)
@@ -145,4 +144,3 @@ def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
         plan.size = max(plan.size, offset + size)
         plan.unshared += size
     return plan
-
