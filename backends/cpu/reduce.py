@@ -117,8 +117,44 @@ def _reducer(ctx: KernelContext, allowed: tuple[str, ...],
     return run_dynamic
 
 
+def _float_sum(dt: np.dtype, keep: bool) -> Callable[[np.ndarray, tuple[int, ...]], np.ndarray]:
+    """Sum of a float32/float64 tensor over `axes`. Axes that form one contiguous block of a
+    C-contiguous input are summed by BLAS against a vector of ones (x viewed as [pre, R, post]): a
+    global pool [1, H, W, C] -> [C] is one gemv instead of numpy's reduction, whose inner loops are C
+    floats long (measured [1, 72, 128, 16]: 265 -> 18 us, and closer to the float64 sum). Other axes
+    take numpy's pairwise reduction."""
+    ones: dict[int, np.ndarray] = {}
+
+    def total(x, axes):
+        a, b = axes[0], axes[-1] + 1
+        if b - a != len(axes) or not x.flags.c_contiguous or x.dtype != dt:
+            return np.add.reduce(x, axis=axes, dtype=dt, keepdims=keep)
+        shape = x.shape
+        pre = post = r = 1
+        for d in shape[:a]:
+            pre *= d
+        for d in shape[a:b]:
+            r *= d
+        for d in shape[b:]:
+            post *= d
+        one = ones.get(r)
+        if one is None:
+            one = ones[r] = np.ones(r, dt)
+        if post == 1:
+            s = np.dot(x.reshape(pre, r), one)
+        elif pre == 1:
+            s = np.dot(one, x.reshape(r, post))
+        else:
+            s = np.matmul(one, x.reshape(pre, r, post))
+        out = shape[:a] + ((1,) * (b - a) if keep else ()) + shape[b:]
+        return s.reshape(out)
+    return total
+
+
 def _ufunc_reduce(ufunc: np.ufunc):
     def make(dt: np.dtype, keep: bool):
+        if ufunc is np.add and dt.kind == "f" and dt != np.float16:
+            return _float_sum(dt, keep)
         if dt == np.float16:
             def reduce16(x, axes):
                 return ufunc.reduce(x, axis=axes, dtype=np.float32, keepdims=keep).astype(dt)
@@ -238,11 +274,12 @@ def reduce_all(ctx: KernelContext) -> Run:
 def _mean_make(dt: np.dtype, keep: bool):
     if dt.kind == "f":
         acc = np.dtype(np.float32) if dt == np.float16 else dt   # float16: float32 sum, one rounding
+        total = _float_sum(acc, keep)
 
         def mean(x, axes):
-            # float32 sum (pairwise) divided by the count in float32; an empty axis gives NaN as in
-            # TFLite (0/0), without numpy's warning.
-            s = np.add.reduce(x, axis=axes, dtype=acc, keepdims=keep)
+            # float32 sum divided by the count in float32; an empty axis gives NaN as in TFLite (0/0),
+            # without numpy's warning.
+            s = total(x, axes)
             n = 1
             for a in axes:
                 n *= x.shape[a]

@@ -92,6 +92,35 @@ def test_sum_large_float_tolerance():
         assert_matches_litert(_model(op, list(x.shape), np.float32, [1, 2], True), [x], rtol=1e-5, fmts=("tflite",))
 
 
+# Axis blocks the BLAS path takes (x as [pre, R, post]: post 1, pre 1, both > 1, everything) and ones it
+# leaves to numpy (a non-contiguous axis set).
+@pytest.mark.parametrize("op", ["SUM", "MEAN"])
+@pytest.mark.parametrize("shape,axes", [([1, 36, 64, 16], [1, 2]), ([2, 9, 16, 24], [1, 2]), ([3, 40, 50], [1, 2]),
+                                        ([6, 70], [0]), ([4, 5, 6], [0, 1, 2]), ([4, 5, 6], [0, 2]),
+                                        ([1, 1, 1, 8], [1, 2])], ids=str)
+@pytest.mark.parametrize("keep", [False, True])
+def test_float_sum_blocks_match_litert(op, shape, axes, keep):
+    x = rng(7).uniform(-1, 1, shape).astype(np.float32)
+    assert_matches_litert(_model(op, shape, np.float32, axes, keep), [x], rtol=1e-5, atol=1e-5, fmts=("tflite",))
+
+
+def test_float_sum_non_finite_and_views():
+    # inf, -inf and NaN propagate as in a sum; an input that is a strided view (a SLICE output) and one
+    # reused afterwards are not modified
+    x = rng(8).uniform(-1, 1, [2, 6, 5, 3]).astype(np.float32)
+    x[0, 1, 2, 0], x[1, 3, 3, 1], x[1, 4, 0, 1], x[0, 0, 0, 2] = np.inf, np.inf, -np.inf, np.nan
+    before = x.copy()
+    for op in ("SUM", "MEAN"):
+        got = run_onert(_model(op, list(x.shape), np.float32, [1, 2], False), [x])[0]
+        with np.errstate(invalid="ignore"):   # inf + -inf in the reference
+            want = (np.sum if op == "SUM" else np.mean)(x.astype(np.float64), axis=(1, 2))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        assert got.dtype == np.float32
+    np.testing.assert_array_equal(x, before)
+    assert_matches_litert(_model("MEAN", list(x.shape), np.float32, [1, 2], True), [x], rtol=1e-5, atol=1e-5,
+                          fmts=("tflite",))
+
+
 @pytest.mark.parametrize("op", ["SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"])
 def test_reduce_empty_axis(op):
     x = np.zeros((2, 0, 3), np.float32)
