@@ -90,11 +90,15 @@ def fully_connected(ctx: KernelContext) -> Run:
     if m == 1:
         vec = (depth,)
 
+        alloc = ctx.output_buffer(0)        # both paths write a fresh array (never a view of x)
+        flat_out = (units,)
+
         def run_gemv() -> None:
             x = v[x_i]
             if x.shape != x_shape:
                 return run()
-            y = np.dot(w_rows, x.reshape(vec))
+            y = alloc(out_shape)
+            np.dot(w_rows, x.reshape(vec), out=y.reshape(flat_out))
             if b_const is not None:
                 np.add(y, b_const, out=y)
             if act is not None:
@@ -104,17 +108,21 @@ def fully_connected(ctx: KernelContext) -> Run:
 
     same = out_shape == (m, units)
     reshape_in = x_shape != flat
+    alloc = ctx.output_buffer(0)            # both paths write a fresh array (never a view of x)
+    flat_out = (m, units)
 
     def run_static() -> None:
         x = v[x_i]
         if x.shape != x_shape:
             return run()
-        y = np.matmul(x.reshape(flat) if reshape_in else x, wt_const)
+        y = alloc(out_shape)
+        y2 = y if same else y.reshape(flat_out)
+        np.matmul(x.reshape(flat) if reshape_in else x, wt_const, out=y2)
         if b_const is not None:
-            np.add(y, b_const, out=y)
+            np.add(y2, b_const, out=y2)
         if act is not None:
-            act(y)
-        v[o] = y if same else y.reshape(out_shape)
+            act(y2)
+        v[o] = y
     return run_static
 
 

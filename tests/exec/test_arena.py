@@ -380,6 +380,35 @@ def test_builtin_kernels_share_the_arena_and_match_litert():
         np.testing.assert_allclose(sess.infer([xv])[0], want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [1, 6])   # one row: the gemv path; several: one sgemm
+def test_fully_connected_chain_is_planned_and_matches_litert(rows):
+    """FULLY_CONNECTED (RELU) -> FULLY_CONNECTED (keep_num_dims) -> SIN: both FC outputs get arena slots,
+    and one session gives LiteRT's results for several inputs in a row (the slots are rewritten)."""
+    from helpers import run_litert_builtin
+    rng = np.random.default_rng(3)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [rows, 16], np.float32)
+    h = sg.tensor("h", [rows, 24], np.float32)
+    sg.op("FULLY_CONNECTED", [x, sg.const("w1", rng.standard_normal((24, 16)).astype(np.float32)),
+                              sg.const("b1", rng.standard_normal(24).astype(np.float32))], [h],
+          fused_activation_function=1)
+    g = sg.tensor("g", [rows, 8], np.float32)
+    sg.op("FULLY_CONNECTED", [h, sg.const("w2", rng.standard_normal((8, 24)).astype(np.float32)), -1], [g],
+          fused_activation_function=0, keep_num_dims=True)
+    out = sg.tensor("out", [rows, 8], np.float32)
+    sg.op("SIN", [g], [out])
+    sg.inputs, sg.outputs = [x], [out]
+    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    plan = executor(sess).arena_plan
+    assert set(plan.offsets) == {h, g}
+    assert_plan_safe(plan)
+    for seed in range(3):
+        xv = np.random.default_rng(seed).standard_normal((rows, 16)).astype(np.float32)
+        (want,) = run_litert_builtin(mb, [xv])
+        np.testing.assert_allclose(sess.infer([xv])[0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_resize_replans_the_arena_for_builtin_kernels():
     """A dynamic-batch model: after update_inputs_tensorinfo (session) or resize_tensor_input +
     allocate_tensors (Interpreter) the arena holds the new shapes, and results stay right."""
