@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.errors import ExecutionError, OnertPyError
-from onert_py.exec.memory_plan import ArenaPlan, builtin_keeps_inputs, plan_arena
+from onert_py.exec.memory_plan import ArenaPlan, builtin_keeps_inputs, loop_carried_buffers, plan_arena
 
 _SMALL_BYTES = 1 << 16
 _PLANS_KEPT = 4
@@ -279,8 +279,18 @@ def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:
     xs = [f"x{k}" for k in range(len(body.input_indices))]
     f.lines += ["def loop(values, bound):",
                 f"    {', '.join(xs)}, = values",
-                "    count = 0",
-                "    try:",
+                "    count = 0"]
+    # Body outputs carried in two buffers per run of the loop, iterations writing them in turn (see
+    # loop_carried_buffers): the kernels' planned slots point at this iteration's buffer.
+    opts = body.runtime.options
+    carried = [] if not opts.arena or opts.preserve_all_tensors else loop_carried_buffers(
+        body.subgraph, body.operations, body.fresh, cond_operations=cond.operations,
+        calls_may_keep=body._calls_may_keep, keeps=body._keeps)
+    tensors = body.subgraph.tensors
+    for j in carried:
+        t = tensors[body.output_indices[j]]
+        f.lines.append(f"    B{j} = (empty({tuple(t.shape)!r}, {t.dtype.str!r}), empty({tuple(t.shape)!r}, {t.dtype.str!r}))")
+    f.lines += ["    try:",
                 "        while True:"]
     (verdict,) = f.inline(cond, xs, " " * 12)
     f.lines += [f"            c = {verdict}",
@@ -292,15 +302,17 @@ def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:
                 "            if count == bound:",
                 "                count = -1",
                 "                break"]
+    f.lines += [f"            P[{body.output_indices[j]}] = B{j}[count & 1]" for j in carried]
     results = f.inline(body, xs, " " * 12)
     f.lines += [f"            {', '.join(xs)}, = {', '.join(results)},",
                 "            count += 1",
                 "    except Exception as e:",
                 "        raise error_at(e) from e",
                 "    finally:"]
+    f.lines += [f"        P[{body.output_indices[j]}] = None" for j in carried]
     f.release_temporaries(" " * 8)
     f.lines.append(f"    return count, [{', '.join(xs)}]")
-    return f.build("loop", truth=truth)
+    return f.build("loop", truth=truth, P=body.planned, empty=np.empty)
 
 
 def fuse_if(v: list, cond_slot: int, data: Sequence[int], outs: Sequence[int], then_ex: Executor,

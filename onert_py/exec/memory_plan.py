@@ -144,3 +144,41 @@ def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
         plan.size = max(plan.size, offset + size)
         plan.unshared += size
     return plan
+
+
+def loop_carried_buffers(body, operations: Sequence, fresh: Iterable[int], *, cond_operations: Sequence = (),
+                         calls_may_keep: bool = False,
+                         keeps: Callable[[object], bool] = builtin_keeps_inputs) -> list[int]:
+    """Positions of a WHILE body's outputs that can alternate between two buffers across iterations.
+
+    Iteration k writes output j into buffer k % 2; the value it replaces is iteration k-2's, which was
+    iteration k-1's input j and must be dead by then. That holds when output j is written by a kernel
+    into its slot (`fresh`, never an alias), with a static non-scalar shape, and no value reaching a
+    body output is a view of (aliases) a body input that gets such a buffer: otherwise iteration k-1
+    could hand the old buffer on as another loop value. No op of the body or cond may keep a value
+    beyond its run (ASSIGN_VARIABLE, keeping custom ops, calls into subgraphs that may keep)."""
+    tensors = body.tensors
+    fresh = set(fresh)
+    for op in (*operations, *cond_operations):
+        if keeps(op) or (calls_may_keep and op.opcode in CALLS_SUBGRAPHS):
+            return []
+    groups = _Groups(len(tensors))
+    for op in operations:
+        ins = [t for t in op.inputs if t >= 0]
+        for o in op.outputs:
+            if o >= 0 and o not in fresh:
+                for t in ins:
+                    groups.union(o, t)
+    outs = list(body.outputs)
+    positions = []
+    for j, o in enumerate(outs):
+        t = tensors[o]
+        if (o not in fresh or outs.count(o) > 1 or o in body.inputs or t.is_variable or t.data is not None
+                or t.is_dynamic or len(t.shape) == 0 or t.dtype == np.dtype(object)
+                or int(np.prod(t.shape, dtype=np.int64)) == 0):
+            continue
+        positions.append(j)
+    carried_inputs = {groups.find(body.inputs[j]) for j in positions if j < len(body.inputs)}
+    if any(groups.find(o) in carried_inputs for o in outs):
+        return []
+    return positions

@@ -217,6 +217,115 @@ def test_while_body_intermediates_in_the_arena(copy):
         np.testing.assert_array_equal(sess.infer([x])[0], want)
 
 
+def carry_model(n: int, swap: bool = False, stash: bool = False) -> bytes:
+    """main(a, b) -> (a, b, c) after n iterations of a body on the loop state (i, a, b, c):
+    plain: a, b, c = a + 1, (a + 1) + b, b + b;  swap: a, b, c = b + 1, a, b + b (b is the old a, and
+    c reads b after the new a is written); stash: plain, with the new a also kept by a custom op."""
+    mb = ModelBuilder()
+    main, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
+    ma, mbv = main.tensor("a", [N], np.float32), main.tensor("b", [N], np.float32)
+    outs = [main.tensor(k, [], np.int32) if k == "i_out" else main.tensor(k, [N], np.float32)
+            for k in ("i_out", "a_out", "b_out", "c_out")]
+    main.op("WHILE", [main.const("i0", np.array(0, np.int32)), ma, mbv, mbv], outs,
+            cond_subgraph_index=1, body_subgraph_index=2)
+    main.inputs, main.outputs = [ma, mbv], outs[1:]
+    cin = [cond.tensor("i", [], np.int32)] + [cond.tensor(k, [N], np.float32) for k in "abc"]
+    go = cond.tensor("go", [], np.bool_)
+    cond.op("LESS", [cin[0], cond.const("n", np.array(n, np.int32))], [go])
+    cond.inputs, cond.outputs = cin, [go]
+    bi = body.tensor("i", [], np.int32)
+    ba, bb, bc = (body.tensor(k, [N], np.float32) for k in "abc")
+    i1 = body.tensor("i1", [], np.int32)
+    body.op("ADD", [bi, body.const("one_i", np.array(1, np.int32))], [i1], fused_activation_function=0)
+    one = body.const("one", np.ones(N, np.float32))
+    if swap:
+        a1 = add(body, bb, one, "a1")
+        b1 = ba
+    else:
+        a1 = add(body, ba, one, "a1")
+        b1 = add(body, a1, bb, "b1")
+    c1 = add(body, bb, bb, "c1")
+    if stash:
+        kept = body.tensor("kept", [N], np.float32)
+        body.op("CUSTOM", [a1], [kept], custom_code="Stash")
+    body.inputs, body.outputs = [bi, ba, bb, bc], [i1, a1, b1, c1]
+    return mb.to_bytes("tflite")
+
+
+def carry_reference(a, b, n, swap=False):
+    a, b, c = a.copy(), b.copy(), b.copy()
+    for _ in range(n):
+        if swap:
+            a, b, c = b + 1, a, b + b
+        else:
+            a, b, c = a + 1, (a + 1) + b, b + b
+    return a, b, c
+
+
+def _counting_empty(monkeypatch):
+    """np.empty replaced by a counter of [N] float32 arrays (kernels take np.empty when prepared)."""
+    calls = []
+    real = np.empty
+
+    def empty(shape, dtype=float, *args, **kwargs):
+        if tuple(np.atleast_1d(shape)) == (N,) and np.dtype(dtype) == np.float32:
+            calls.append(1)
+        return real(shape, dtype, *args, **kwargs)
+    monkeypatch.setattr(np, "empty", empty)
+    return calls
+
+
+@pytest.mark.parametrize("arena", ["1", "0"])
+def test_while_body_outputs_alternate_between_two_buffers(monkeypatch, arena):
+    """The body's outputs a, b, c are written into two buffers per output and WHILE run, iteration k
+    into buffer k % 2 (not a new array per iteration); results are those of numpy, run after run, and
+    the arrays one run returned are not overwritten by the next."""
+    monkeypatch.setenv("ONERT_PY_ARENA", arena)
+    calls = _counting_empty(monkeypatch)
+    n = 12
+    sess = onert_py.infer.session(carry_model(n))
+    a = np.linspace(-1, 1, N, dtype=np.float32)
+    b = np.linspace(2, 0, N, dtype=np.float32)
+    first = sess.infer([a, b])
+    kept = [x.copy() for x in first]
+    for k in range(3):
+        del calls[:]
+        got = sess.infer([a * k, b])
+        for g, w in zip(got, carry_reference(a * k, b, n)):
+            np.testing.assert_array_equal(g, w)
+        if arena == "1":
+            assert len(calls) == 3 * 2, "two buffers per carried output and run"
+        else:
+            assert len(calls) >= 3 * n
+    for x, y in zip(first, kept):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("swap,stash", [(True, False), (False, True)], ids=["swap", "stash"])
+def test_while_body_outputs_not_carried_when_unsafe(monkeypatch, swap, stash):
+    """swap: the loop value b is the previous a, so a's buffer from two iterations back is still live
+    (and c reads b after the new a is written); stash: a custom op keeps the new a. No buffers are
+    carried and the results stay those of numpy."""
+    from onert_py.exec.memory_plan import loop_carried_buffers
+    _stash.clear()
+    calls = _counting_empty(monkeypatch)
+    n = 7
+    sess = onert_py.infer.session(carry_model(n, swap=swap, stash=stash))
+    body = executor(sess, 2)
+    assert loop_carried_buffers(body.subgraph, body.operations, body.fresh, keeps=body._keeps,
+                                calls_may_keep=body._calls_may_keep) == []
+    a = np.linspace(-1, 1, N, dtype=np.float32)
+    b = np.linspace(2, 0, N, dtype=np.float32)
+    for _ in range(2):
+        del calls[:]
+        got = sess.infer([a, b])
+        for g, w in zip(got, carry_reference(a, b, n, swap=swap)):
+            np.testing.assert_array_equal(g, w)
+        assert len(calls) >= n
+    if stash:
+        assert len(_stash) == 2 * n and len({id(x) for x in _stash}) == len(_stash)
+
+
 def test_preserve_all_tensors_and_env_switch_plan_nothing(monkeypatch):
     model, ts = chain_model(4)
     assert executor(onert_py.infer.session(model, preserve_all_tensors=True)).arena_plan.offsets == {}
