@@ -1,0 +1,175 @@
+"""Where the time goes against LiteRT, op by op: every operator of a model is cut out into a one-op model
+(its constant inputs kept, its other inputs taken from a LiteRT run of the whole model on seeded inputs)
+and timed on LiteRT (1 thread, `invoke` only) and on onert-py (the op's prepared run closure only),
+interleaved, best of `--rounds`. Ops whose inputs are all constant (DEQUANTIZE, DENSIFY of weights) are
+folded into constants, as both runtimes do. Writes docs/op_gap.md.
+
+    python benchmarks/op_gap.py [--rounds 11] [MODEL.tflite ...]
+
+Caveats: LiteRT's time includes its invoke overhead (about a microsecond), onert-py's excludes the
+executor's per-step cost; ops inside a model also see warmer or colder caches than alone. The sums are
+therefore close to, not equal to, whole-model times.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import onert_py  # noqa: E402
+from onert_py.loader.flatbuffer import load_model  # noqa: E402
+from onert_py.schema.writer import ModelBuilder  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run import ROOT, mediapipe_models  # noqa: E402
+
+
+def _interpreter(**kw):
+    from ai_edge_litert.interpreter import Interpreter
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Interpreter(num_threads=1, **kw)
+
+
+def op_times(path: Path, rounds: int) -> list[dict]:
+    """One row per timed operator: index, opcode, input shape, onert-py and LiteRT microseconds."""
+    model = load_model(str(path))
+    sg = model.main
+    whole = _interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+    whole.allocate_tensors()
+    rng = np.random.default_rng(0)
+    for d in whole.get_input_details():
+        whole.set_tensor(d["index"], rng.random(d["shape"], dtype=np.float32).astype(d["dtype"]))
+    whole.invoke()
+    constant = {t.index for t in sg.tensors if t.data is not None}
+    rows = []
+    for op in sg.operations:
+        ins = [t for t in op.inputs if t >= 0]
+        if op.opcode != "CUSTOM" and ins and all(t in constant for t in ins):
+            constant.update(op.outputs)      # folded: a constant for the ops that read it
+            continue
+        if op.opcode == "CUSTOM":
+            continue
+        mb = ModelBuilder()
+        one = mb.subgraph("main")
+        args, feeds = [], []
+        for k, t in enumerate(op.inputs):
+            if t < 0:
+                args.append(-1)
+                continue
+            tensor = sg.tensors[t]
+            if t in constant:
+                value = tensor.data if tensor.data is not None else np.array(whole.get_tensor(t))
+                args.append(one.const(f"c{k}", value))
+            else:
+                idx = one.tensor(f"in{k}", list(tensor.shape), tensor.dtype)
+                one.inputs.append(idx)
+                args.append(idx)
+                feeds.append(np.array(whole.get_tensor(t)))
+        outs = [one.tensor(f"out{k}", list(sg.tensors[t].shape), sg.tensors[t].dtype)
+                for k, t in enumerate(op.outputs)]
+        one.outputs = outs
+        one.op(op.opcode, args, outs, **op.options)
+        data = mb.to_bytes("tflite")
+        lit = _interpreter(model_content=data)
+        lit.allocate_tensors()
+        for d, x in zip(lit.get_input_details(), feeds):
+            lit.set_tensor(d["index"], x)
+        sess = onert_py.infer.session(data)
+        sess.infer(feeds)
+        ex = sess.executors[0]
+        if len(ex.runs) != 1:
+            continue
+        for i, x in zip(ex.input_indices, feeds):
+            ex.values[i] = x
+        best = {"onert-py": float("inf"), "LiteRT": float("inf")}
+        for _ in range(rounds):
+            for name, fn in (("LiteRT", lit.invoke), ("onert-py", ex.runs[0])):
+                t0 = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - t0)
+        first = next((t for t in op.inputs if t >= 0), None)
+        rows.append({"op": op.index, "type": op.opcode,
+                     "shape": list(sg.tensors[first].shape) if first is not None else [],
+                     "ours": best["onert-py"] * 1e6, "litert": best["LiteRT"] * 1e6})
+    return rows
+
+
+def by_type(rows: list[dict]) -> dict[str, list[float]]:
+    agg: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for r in rows:
+        a = agg[r["type"]]
+        a[0] += 1
+        a[1] += r["ours"]
+        a[2] += r["litert"]
+    return agg
+
+
+def type_table(agg: dict[str, list[float]]) -> list[str]:
+    gap_total = sum(a[1] - a[2] for a in agg.values()) or 1.0
+    lines = ["| op type | ops | onert-py (µs) | LiteRT (µs) | gap (µs) | share of gap | onert-py / LiteRT |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, (n, ours, lit) in sorted(agg.items(), key=lambda kv: -(kv[1][1] - kv[1][2])):
+        lines.append(f"| {name} | {n} | {ours:.0f} | {lit:.0f} | {ours - lit:.0f} | "
+                     f"{(ours - lit) / gap_total:.0%} | {ours / lit:.1f}× |" if lit > 0 else
+                     f"| {name} | {n} | {ours:.0f} | {lit:.0f} | {ours - lit:.0f} | – | – |")
+    n = sum(a[0] for a in agg.values())
+    ours, lit = sum(a[1] for a in agg.values()), sum(a[2] for a in agg.values())
+    lines.append(f"| **all** | {n} | {ours:.0f} | {lit:.0f} | {ours - lit:.0f} | 100% | {ours / lit:.1f}× |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", help="models (default: the mediapipe 0.10.14 set)")
+    ap.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds per op (best of)")
+    ap.add_argument("--top", type=int, default=5, help="largest per-op gaps listed per model")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "op_gap.md"))
+    args = ap.parse_args(argv)
+    models = [Path(m) for m in args.models] or mediapipe_models()
+    total: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    sections = []
+    for path in models:
+        try:
+            rows = op_times(path, args.rounds)
+        except Exception as e:  # noqa: BLE001 - a model LiteRT cannot run is reported, not fatal
+            sections.append(f"### {path.stem}\n\nnot measured: {type(e).__name__}: {str(e)[:200]}\n")
+            print(f"{path.stem}: {e}", file=sys.stderr)
+            continue
+        agg = by_type(rows)
+        for k, (n, a, b) in agg.items():
+            t = total[k]
+            t[0] += n
+            t[1] += a
+            t[2] += b
+        top = sorted(rows, key=lambda r: -(r["ours"] - r["litert"]))[:args.top]
+        sections.append("\n".join([f"### {path.stem}", "", *type_table(agg), "",
+                                   "Largest gaps: " + "; ".join(
+                                       f"op {r['op']} {r['type']} {r['shape']} {r['ours']:.0f} vs "
+                                       f"{r['litert']:.0f} µs" for r in top), ""]))
+        print(f"{path.stem}: {sum(r['ours'] for r in rows) / 1e3:.2f} ms vs "
+              f"{sum(r['litert'] for r in rows) / 1e3:.2f} ms", file=sys.stderr)
+    what, caveats = __doc__.split("\n\n    python")[0], __doc__.split("Caveats: ", 1)[1].strip()
+    doc = "\n".join([
+        "# onert-py against LiteRT, op by op", "",
+        f"Generated by `python benchmarks/op_gap.py --rounds {args.rounds}` on {time.strftime('%Y-%m-%d')}.", "",
+        what.replace("Writes docs/op_gap.md.", "").strip(), "",
+        f"Caveats: {caveats} Sparse weights (DENSIFY) are densified in the one-op models, so LiteRT runs "
+        "those convolutions dense here, not with its sparse kernels.", "",
+        "## All models, by op type", "", *type_table(total), "", "## Per model", "", *sections])
+    Path(args.out).write_text(doc)
+    print(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
