@@ -19,6 +19,7 @@ import time
 import warnings
 from collections import defaultdict
 from pathlib import Path
+from typing import Iterator
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -40,8 +41,9 @@ def _interpreter(**kw):
         return Interpreter(num_threads=1, **kw)
 
 
-def op_times(path: Path, rounds: int) -> list[dict]:
-    """One row per timed operator: index, opcode, input shape, onert-py and LiteRT microseconds."""
+def cut_out(path: Path) -> Iterator[tuple[object, bytes, list[np.ndarray], np.ndarray]]:
+    """Per operator of the main subgraph (custom and folded ones left out): the op, a one-op model of
+    it, its non-constant inputs and its first output, as a LiteRT run of the whole model computed them."""
     model = load_model(str(path))
     sg = model.main
     whole = _interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
@@ -55,7 +57,6 @@ def op_times(path: Path, rounds: int) -> list[dict]:
     ours = onert_py.infer.session(str(path)).executors[0]
     folded = {t: ours.values[t] for t in ours._folded}
     constant = {t.index for t in sg.tensors if t.data is not None}
-    rows = []
     for op in sg.operations:
         ins = [t for t in op.inputs if t >= 0]
         if op.opcode != "CUSTOM" and ins and all(t in constant for t in ins):
@@ -84,7 +85,14 @@ def op_times(path: Path, rounds: int) -> list[dict]:
                 for k, t in enumerate(op.outputs)]
         one.outputs = outs
         one.op(op.opcode, args, outs, **op.options)
-        data = mb.to_bytes("tflite")
+        yield op, mb.to_bytes("tflite"), feeds, np.array(whole.get_tensor(op.outputs[0]))
+
+
+def op_times(path: Path, rounds: int) -> list[dict]:
+    """One row per timed operator: index, opcode, input shape, onert-py and LiteRT microseconds."""
+    sg = load_model(str(path)).main
+    rows = []
+    for op, data, feeds, _ in cut_out(path):
         lit = _interpreter(model_content=data)
         lit.allocate_tensors()
         for d, x in zip(lit.get_input_details(), feeds):
