@@ -732,3 +732,28 @@ def test_compare_checks_the_reference_before_running(wmodel, tmp_path, capsys, m
     rc, _, err = cli(capsys, "compare", wmodel, "--save-inputs", tmp_path / "in.npz")
     assert rc == 2 and "needs the ai-edge-litert package" in err
     assert ran == [] and not (tmp_path / "in.npz").exists()
+
+
+def test_readme_first_command_runs_the_shipped_example(capsys, tmp_path):
+    """The README's first command (after `pip install . &&`) runs the example loop n = 4 times; the y it
+    prints is LiteRT's for the same inputs."""
+    from pathlib import Path
+
+    from helpers import run_litert
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith("pip install . && onert-py run "))
+    argv = line.split("&& onert-py ", 1)[1].split()
+    model = root / argv[1]
+    argv[1] = str(model)
+    saved = tmp_path / "in.npz"
+    out_file = tmp_path / "out.npz"
+    assert main(argv + ["--save-inputs", str(saved), "--output", str(out_file)]) == 0
+    assert "output 0 'i': shape [] dtype int32  values [4]" in capsys.readouterr().out
+    inputs = np.load(saved)
+    x, n = inputs["x"], inputs["n"]
+    assert n == 4
+    got = np.load(out_file)
+    want = run_litert(model.read_bytes(), [x, n])
+    np.testing.assert_array_equal(got["i"], want[0])
+    np.testing.assert_allclose(got["y"], want[1], rtol=1e-6)
