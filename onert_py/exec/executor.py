@@ -289,7 +289,8 @@ def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:
     tensors = body.subgraph.tensors
     for j in carried:
         t = tensors[body.output_indices[j]]
-        f.lines.append(f"    B{j} = (empty({tuple(t.shape)!r}, {t.dtype.str!r}), empty({tuple(t.shape)!r}, {t.dtype.str!r}))")
+        make = f"empty({tuple(t.shape)!r}, {t.dtype.str!r})"
+        f.lines.append(f"    B{j} = ({make}, {make})")
     f.lines += ["    try:",
                 "        while True:"]
     (verdict,) = f.inline(cond, xs, " " * 12)
