@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pytest
@@ -131,6 +131,22 @@ def rng(seed: int = 0) -> np.random.Generator:
 # Every fixed-size tensor type LiteRT has (strings aside): the candidates of the per-op dtype audits.
 FIXED_DTYPES = ("float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
                 "int64", "uint64", "bool", "complex64")
+
+
+# The non-quantized types most ops' dtype audits start from (each test module adds the op's extras).
+SMALL_TYPES = ("float32", "int8", "uint8", "int16", "int32", "int64")
+
+
+def int32_const(values: Any) -> tuple:
+    """A single_op_model input spec: an int32 constant (axes, shapes, indices, paddings)."""
+    return ("const", np.array(values, np.int32))
+
+
+def audit_dtype(dt: str) -> tuple[Any, Callable[..., np.ndarray]]:
+    """For a one-op dtype-audit case of type `dt`: the tensor dtype to declare (object for "string")
+    and x(*shape), dtype_values of that shape seeded by its rank."""
+    t = object if dt == "string" else dt
+    return t, lambda *shape: dtype_values(shape, t, seed=len(shape))
 
 
 def dtype_values(shape: Sequence[int], dtype: Any, seed: int = 0) -> np.ndarray:

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import (FIXED_DTYPES, assert_close, assert_matches_litert, check_builtin, dtype_values, rng, run_litert,
-                     run_onert, single_op_model)
+from helpers import (FIXED_DTYPES, SMALL_TYPES, assert_close, assert_matches_litert, audit_dtype,
+                     check_builtin, dtype_values, int32_const, rng, run_litert, run_onert, single_op_model)
 from onert_py.backends.registry import CPU, load_builtin_kernels
 
 load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
@@ -352,18 +352,11 @@ def test_matrix_set_diag(dtype, shape):
 # each candidate type), each compared with LiteRT on one case that moves every element. float16 SPLIT
 # and DEPTH_TO_SPACE run on the XNNPACK delegate only (the default interpreter).
 
-_SMALL = ("float32", "int8", "uint8", "int16", "int32", "int64")
-
-
-def _i32(a):
-    return ("const", np.array(a, np.int32))
 
 
 def _array_case(op, dt):
     """(model, inputs) of a single `op` in type `dt`."""
-    if dt == "string":
-        dt = object
-    x = lambda *shape: dtype_values(shape, dt, seed=len(shape))  # noqa: E731
+    dt, x = audit_dtype(dt)
     if op == "CONCATENATION":
         a, b = x(2, 3), x(2, 2)
         return single_op_model(op, [("a", [2, 3], dt), ("b", [2, 2], dt)], [("o", [2, 5], dt)],
@@ -376,22 +369,22 @@ def _array_case(op, dt):
         return single_op_model(op, [("x", [2, 3], dt)], [(f"o{k}", [2], dt) for k in range(3)],
                                num=3, axis=1), [x(2, 3)]
     if op == "SPLIT":
-        return single_op_model(op, [_i32(1), ("x", [2, 4], dt)], [("o0", [2, 2], dt), ("o1", [2, 2], dt)],
+        return single_op_model(op, [int32_const(1), ("x", [2, 4], dt)], [("o0", [2, 2], dt), ("o1", [2, 2], dt)],
                                num_splits=2), [x(2, 4)]
     if op == "SPLIT_V":
-        return single_op_model(op, [("x", [2, 5], dt), _i32([2, 3]), _i32(1)],
+        return single_op_model(op, [("x", [2, 5], dt), int32_const([2, 3]), int32_const(1)],
                                [("o0", [2, 2], dt), ("o1", [2, 3], dt)], num_splits=2), [x(2, 5)]
     if op == "TILE":
-        return single_op_model(op, [("x", [2, 3], dt), _i32([2, 2])], [("o", [4, 6], dt)]), [x(2, 3)]
+        return single_op_model(op, [("x", [2, 3], dt), int32_const([2, 2])], [("o", [4, 6], dt)]), [x(2, 3)]
     if op == "TRANSPOSE":
-        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([2, 0, 1])], [("o", [4, 2, 3], dt)]), [x(2, 3, 4)]
+        return single_op_model(op, [("x", [2, 3, 4], dt), int32_const([2, 0, 1])], [("o", [4, 2, 3], dt)]), [x(2, 3, 4)]
     if op == "REVERSE_V2":
-        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([1])], [("o", [2, 3, 4], dt)]), [x(2, 3, 4)]
+        return single_op_model(op, [("x", [2, 3, 4], dt), int32_const([1])], [("o", [2, 3, 4], dt)]), [x(2, 3, 4)]
     if op == "REVERSE_SEQUENCE":
-        return single_op_model(op, [("x", [3, 4], dt), _i32([2, 3, 4])], [("o", [3, 4], dt)],
+        return single_op_model(op, [("x", [3, 4], dt), int32_const([2, 3, 4])], [("o", [3, 4], dt)],
                                seq_dim=1, batch_dim=0), [x(3, 4)]
     if op in ("PAD", "PADV2", "MIRROR_PAD"):
-        ins = [("x", [3, 4], dt), _i32([[1, 2], [2, 1]])]
+        ins = [("x", [3, 4], dt), int32_const([[1, 2], [2, 1]])]
         if op == "PADV2":
             ins.append(("const", dtype_values([], dt, seed=9)))
         opts = {"mode": 1} if op == "MIRROR_PAD" else {}
@@ -403,10 +396,10 @@ def _array_case(op, dt):
         return single_op_model(op, [("x", [1, 2, 1, 12], dt)], [("o", [1, 4, 2, 3], dt)], block_size=2), \
             [x(1, 2, 1, 12)]
     if op == "SPACE_TO_BATCH_ND":
-        return single_op_model(op, [("x", [1, 4, 3, 2], dt), _i32([2, 2]), _i32([[0, 0], [0, 1]])],
+        return single_op_model(op, [("x", [1, 4, 3, 2], dt), int32_const([2, 2]), int32_const([[0, 0], [0, 1]])],
                                [("o", [4, 2, 2, 2], dt)]), [x(1, 4, 3, 2)]
     if op == "BATCH_TO_SPACE_ND":
-        return single_op_model(op, [("x", [4, 2, 2, 2], dt), _i32([2, 2]), _i32([[0, 1], [1, 0]])],
+        return single_op_model(op, [("x", [4, 2, 2, 2], dt), int32_const([2, 2]), int32_const([[0, 1], [1, 0]])],
                                [("o", [1, 3, 3, 2], dt)]), [x(4, 2, 2, 2)]
     if op == "MATRIX_DIAG":
         return single_op_model(op, [("x", [2, 3], dt)], [("o", [2, 3, 3], dt)]), [x(2, 3)]
@@ -417,24 +410,24 @@ def _array_case(op, dt):
 
 
 _ARRAY_DTYPES = {
-    "CONCATENATION": _SMALL + ("float16", "uint32", "bool"),
-    "PACK": _SMALL + ("uint32",),
+    "CONCATENATION": SMALL_TYPES + ("float16", "uint32", "bool"),
+    "PACK": SMALL_TYPES + ("uint32",),
     "UNPACK": ("float32", "float16", "int8", "uint8", "int16", "int32", "bool"),
-    "SPLIT": _SMALL + ("float16",),
-    "SPLIT_V": _SMALL,
+    "SPLIT": SMALL_TYPES + ("float16",),
+    "SPLIT_V": SMALL_TYPES,
     "TILE": FIXED_DTYPES + ("string",),
     "TRANSPOSE": FIXED_DTYPES,
-    "REVERSE_V2": _SMALL + ("float16", "bool"),
+    "REVERSE_V2": SMALL_TYPES + ("float16", "bool"),
     "REVERSE_SEQUENCE": ("float32", "uint8", "int16", "int32", "int64"),
-    "PAD": _SMALL + ("float16", "bool"),
-    "PADV2": _SMALL + ("float16", "bool"),
+    "PAD": SMALL_TYPES + ("float16", "bool"),
+    "PADV2": SMALL_TYPES + ("float16", "bool"),
     "MIRROR_PAD": FIXED_DTYPES,
     "SPACE_TO_DEPTH": ("float32", "int8", "uint8", "int32", "int64"),
     "DEPTH_TO_SPACE": ("float32", "float16", "int8", "uint8", "int32", "int64"),
     "SPACE_TO_BATCH_ND": FIXED_DTYPES,
     "BATCH_TO_SPACE_ND": FIXED_DTYPES,
-    "MATRIX_DIAG": _SMALL + ("uint32",),
-    "MATRIX_SET_DIAG": _SMALL + ("uint32",),
+    "MATRIX_DIAG": SMALL_TYPES + ("uint32",),
+    "MATRIX_SET_DIAG": SMALL_TYPES + ("uint32",),
 }
 _XNNPACK_ONLY = {("SPLIT", "float16"), ("DEPTH_TO_SPACE", "float16")}
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import (FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_litert, run_onert,
-                     single_op_model)
+from helpers import (FIXED_DTYPES, SMALL_TYPES, assert_matches_litert, audit_dtype, check_builtin,
+                     dtype_values, int32_const, rng, run_litert, run_onert, single_op_model)
 from onert_py.backends.registry import CPU, load_builtin_kernels
 
 load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
@@ -373,40 +373,33 @@ def test_bucketize(dtype, shape):
 # Every non-quantized type LiteRT 2.3's builtin kernels run for each op (found by running each op in
 # each candidate type), each compared with LiteRT on one case.
 
-_SMALL = ("float32", "int8", "uint8", "int16", "int32", "int64")
-
-
-def _i32(a):
-    return ("const", np.array(a, np.int32))
 
 
 def _indexing_case(op, dt):
     """(model, inputs) of a single `op` in type `dt`."""
-    if dt == "string":
-        dt = object
-    x = lambda *shape: dtype_values(shape, dt, seed=len(shape))  # noqa: E731
+    dt, x = audit_dtype(dt)
     if op == "SLICE":
-        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([0, 1, 1]), _i32([2, 2, -1])],
+        return single_op_model(op, [("x", [2, 3, 4], dt), int32_const([0, 1, 1]), int32_const([2, 2, -1])],
                                [("o", [2, 2, 3], dt)]), [x(2, 3, 4)]
     if op == "STRIDED_SLICE":
-        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([1, 0, 3]), _i32([2, 3, 0]), _i32([1, 2, -2])],
+        return single_op_model(op, [("x", [2, 3, 4], dt), int32_const([1, 0, 3]), int32_const([2, 3, 0]), int32_const([1, 2, -2])],
                                [("o", [1, 2, 2], dt)]), [x(2, 3, 4)]
     if op == "GATHER":
         if dt is object:   # LiteRT gathers strings from 1-D inputs only
-            return single_op_model(op, [("x", [5], dt), _i32([3, 0, 3, 4])], [("o", [4], dt)], axis=0), [x(5)]
-        return single_op_model(op, [("x", [4, 3], dt), _i32([[3, 0], [2, 2]])], [("o", [2, 2, 3], dt)],
+            return single_op_model(op, [("x", [5], dt), int32_const([3, 0, 3, 4])], [("o", [4], dt)], axis=0), [x(5)]
+        return single_op_model(op, [("x", [4, 3], dt), int32_const([[3, 0], [2, 2]])], [("o", [2, 2, 3], dt)],
                                axis=0), [x(4, 3)]
     if op == "GATHER_ND":
-        return single_op_model(op, [("x", [4, 3], dt), _i32([[3], [1], [3]])], [("o", [3, 3], dt)]), [x(4, 3)]
+        return single_op_model(op, [("x", [4, 3], dt), int32_const([[3], [1], [3]])], [("o", [3, 3], dt)]), [x(4, 3)]
     if op == "SCATTER_ND":
-        return single_op_model(op, [_i32([[3], [1]]), ("u", [2, 3], dt), _i32([4, 3])], [("o", [4, 3], dt)]), \
+        return single_op_model(op, [int32_const([[3], [1]]), ("u", [2, 3], dt), int32_const([4, 3])], [("o", [4, 3], dt)]), \
             [x(2, 3)]
     if op == "DYNAMIC_UPDATE_SLICE":
-        return single_op_model(op, [("x", [4, 3], dt), ("u", [2, 2], dt), _i32([1, 1])], [("o", [4, 3], dt)]), \
+        return single_op_model(op, [("x", [4, 3], dt), ("u", [2, 2], dt), int32_const([1, 1])], [("o", [4, 3], dt)]), \
             [x(4, 3), x(2, 2)]
     if op == "ONE_HOT":
         on, off = dtype_values([2], dt, seed=5)
-        return single_op_model(op, [_i32([0, 2, -1, 1]), _i32(3), ("const", on), ("const", off)],
+        return single_op_model(op, [int32_const([0, 2, -1, 1]), int32_const(3), ("const", on), ("const", off)],
                                [("o", [4, 3], dt)], axis=-1), []
     if op == "WHERE":
         c = x(3, 4)
@@ -417,18 +410,18 @@ def _indexing_case(op, dt):
         return single_op_model(op, [("x", [10], dt)], [("o", [-1], dt), ("i", [10], np.int32)],
                                idx_out_type=2), [u]
     if op == "SEGMENT_SUM":
-        return single_op_model(op, [("x", [4, 2], dt), _i32([0, 0, 1, 2])], [("o", [3, 2], dt)]), [x(4, 2)]
+        return single_op_model(op, [("x", [4, 2], dt), int32_const([0, 0, 1, 2])], [("o", [3, 2], dt)]), [x(4, 2)]
     if op.startswith("UNSORTED_SEGMENT_"):
-        return single_op_model(op, [("x", [5, 2], dt), _i32([0, 2, 1, 2, 0]), _i32(3)], [("o", [3, 2], dt)]), \
+        return single_op_model(op, [("x", [5, 2], dt), int32_const([0, 2, 1, 2, 0]), int32_const(3)], [("o", [3, 2], dt)]), \
             [x(5, 2)]
     if op == "EMBEDDING_LOOKUP":
-        return single_op_model(op, [_i32([2, 0, 2]), ("v", [3, 4], dt)], [("o", [3, 4], dt)]), [x(3, 4)]
+        return single_op_model(op, [int32_const([2, 0, 2]), ("v", [3, 4], dt)], [("o", [3, 4], dt)]), [x(3, 4)]
     if op == "SPARSE_TO_DENSE":
         vals, default = dtype_values([2], dt, seed=6), dtype_values([], dt, seed=7)
-        return single_op_model(op, [_i32([[0, 1], [2, 0]]), _i32([3, 3]), ("const", vals), ("const", default)],
+        return single_op_model(op, [int32_const([[0, 1], [2, 0]]), int32_const([3, 3]), ("const", vals), ("const", default)],
                                [("o", [3, 3], dt)], validate_indices=False), []
     if op == "CUMSUM":
-        return single_op_model(op, [("x", [2, 5], dt), _i32(1)], [("o", [2, 5], dt)],
+        return single_op_model(op, [("x", [2, 5], dt), int32_const(1)], [("o", [2, 5], dt)],
                                exclusive=False, reverse=True), [x(2, 5)]
     if op == "BUCKETIZE":
         return single_op_model(op, [("x", [2, 5], dt)], [("o", [2, 5], np.int32)],
@@ -439,13 +432,13 @@ def _indexing_case(op, dt):
 _INDEXING_DTYPES = {
     "SLICE": FIXED_DTYPES + ("string",),
     "STRIDED_SLICE": FIXED_DTYPES + ("string",),
-    "GATHER": _SMALL + ("float16", "bool", "string"),
-    "GATHER_ND": _SMALL + ("float16", "bool", "string"),
+    "GATHER": SMALL_TYPES + ("float16", "bool", "string"),
+    "GATHER_ND": SMALL_TYPES + ("float16", "bool", "string"),
     "SCATTER_ND": ("float32", "int8", "uint8", "int32", "int64", "bool"),
     "DYNAMIC_UPDATE_SLICE": FIXED_DTYPES + ("complex128",),
     "ONE_HOT": ("float32", "int8", "uint8", "int32", "int64", "bool"),
     "WHERE": ("float32", "int8", "uint8", "int32", "uint32", "int64", "bool"),
-    "UNIQUE": _SMALL,
+    "UNIQUE": SMALL_TYPES,
     "SEGMENT_SUM": ("float32", "int32"),
     "UNSORTED_SEGMENT_SUM": ("float32", "int32"),
     "UNSORTED_SEGMENT_PROD": ("float32", "int32"),
@@ -472,10 +465,10 @@ def test_indexing_types_beyond_litert():
         assert dtype in CPU.dtypes["GATHER"]
         dt = object if dtype == "string" else dtype
         x = dtype_values([4, 3], dt, seed=2)
-        mb = single_op_model("GATHER", [("x", [4, 3], dt), _i32([[3, 0], [2, 2]])], [("o", [2, 2, 3], dt)], axis=0)
+        mb = single_op_model("GATHER", [("x", [4, 3], dt), int32_const([[3, 0], [2, 2]])], [("o", [2, 2, 3], dt)], axis=0)
         np.testing.assert_array_equal(run_onert(mb, [x])[0], x[np.array([[3, 0], [2, 2]])])
     assert "bool" in CPU.dtypes["SPARSE_TO_DENSE"]
-    mb = single_op_model("SPARSE_TO_DENSE", [_i32([[0, 1], [2, 0]]), _i32([3, 2]), ("const", np.array([True, True])),
+    mb = single_op_model("SPARSE_TO_DENSE", [int32_const([[0, 1], [2, 0]]), int32_const([3, 2]), ("const", np.array([True, True])),
                                              ("const", np.array(False))], [("o", [3, 2], bool)])
     want = np.zeros((3, 2), bool)
     want[0, 1] = want[2, 0] = True
@@ -494,7 +487,7 @@ def test_unsupported_type_is_prepare_error(op):
 
 def test_hybrid_embedding_lookup_is_prepare_error():
     # an int8 table with a float32 output is LiteRT's hybrid (dequantizing) lookup: not a plain gather
-    mb = single_op_model("EMBEDDING_LOOKUP", [_i32([1, 0]), ("const", np.ones((2, 3), np.int8))],
+    mb = single_op_model("EMBEDDING_LOOKUP", [int32_const([1, 0]), ("const", np.ones((2, 3), np.int8))],
                          [("o", [2, 3], np.float32)])
     with pytest.raises(onert_py.PrepareError, match="output type float32 differs from input type int8"):
         onert_py.infer.session(mb.to_bytes("tflite"))

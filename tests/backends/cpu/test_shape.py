@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_onert, single_op_model
+from helpers import (FIXED_DTYPES, assert_matches_litert, audit_dtype, check_builtin, int32_const, rng,
+                     run_onert, single_op_model)
 from onert_py.backends.registry import CPU, load_builtin_kernels
 
 load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
@@ -212,30 +213,25 @@ def test_range_bad_delta_fails():
 # Every non-quantized type LiteRT 2.3's builtin kernels run for each op (found by running each op in
 # each candidate type), each compared with LiteRT on one case.
 
-def _i32(a):
-    return ("const", np.array(a, np.int32))
-
 
 def _shape_case(op, dt):
     """(model, inputs) of a single `op` in type `dt`."""
-    if dt == "string":
-        dt = object
-    x = lambda *shape: dtype_values(shape, dt, seed=len(shape))  # noqa: E731
+    dt, x = audit_dtype(dt)
     if op == "RESHAPE":
-        return single_op_model(op, [("x", [2, 3, 4], dt), _i32([4, -1])], [("o", [4, 6], dt)]), [x(2, 3, 4)]
+        return single_op_model(op, [("x", [2, 3, 4], dt), int32_const([4, -1])], [("o", [4, 6], dt)]), [x(2, 3, 4)]
     if op == "SQUEEZE":
         return single_op_model(op, [("x", [2, 1, 3], dt)], [("o", [2, 3], dt)], squeeze_dims=[1]), [x(2, 1, 3)]
     if op == "EXPAND_DIMS":
-        return single_op_model(op, [("x", [2, 3], dt), _i32(-1)], [("o", [2, 3, 1], dt)]), [x(2, 3)]
+        return single_op_model(op, [("x", [2, 3], dt), int32_const(-1)], [("o", [2, 3, 1], dt)]), [x(2, 3)]
     if op == "SHAPE":
         return single_op_model(op, [("x", [2, 3, 4], dt)], [("o", [3], np.int32)], out_type=2), [x(2, 3, 4)]
     if op == "RANK":
         return single_op_model(op, [("x", [2, 3, 4], dt)], [("o", [], np.int32)]), [x(2, 3, 4)]
     if op == "BROADCAST_TO":
-        return single_op_model(op, [("x", [1, 3], dt), _i32([2, 2, 3])], [("o", [2, 2, 3], dt)], version=2), \
+        return single_op_model(op, [("x", [1, 3], dt), int32_const([2, 2, 3])], [("o", [2, 2, 3], dt)], version=2), \
             [x(1, 3)]
     if op == "FILL":
-        return single_op_model(op, [_i32([2, 3]), ("v", [], dt)], [("o", [2, 3], dt)]), [x()]
+        return single_op_model(op, [int32_const([2, 3]), ("v", [], dt)], [("o", [2, 3], dt)]), [x()]
     if op == "RANGE":
         start, delta = np.array(-3, dt), np.array(2, dt)
         return single_op_model(op, [("s", [], dt), ("const", np.array(8, dt)), ("d", [], dt)], [("o", [-1], dt)]), \
