@@ -167,3 +167,23 @@ def dtype_values(shape: Sequence[int], dtype: Any, seed: int = 0) -> np.ndarray:
         return (r.uniform(-8, 8, n) + 1j * r.uniform(-8, 8, n)).astype(dt).reshape(shape)
     lo = -100 if dt.kind == "i" else 0
     return r.integers(lo, 100, n).astype(dt).reshape(shape)
+
+
+def accumulator_model() -> ModelBuilder:
+    """A resource variable acc set to [10, -1] once by CALL_ONCE; each invoke adds x [2] to it and
+    returns it."""
+    mb = ModelBuilder()
+    main, init = mb.subgraph("main"), mb.subgraph("init")
+    x = main.tensor("x", [2], np.float32)
+    h = main.tensor("h", [], np.int32, type_name="RESOURCE")
+    cur, new = main.tensor("cur", [2], np.float32), main.tensor("new", [2], np.float32)
+    main.op("CALL_ONCE", [], [], init_subgraph_index=1)
+    main.op("VAR_HANDLE", [], [h], container="", shared_name="acc")
+    main.op("READ_VARIABLE", [h], [cur])
+    main.op("ADD", [cur, x], [new], fused_activation_function=0)
+    main.op("ASSIGN_VARIABLE", [h, new], [])
+    main.inputs, main.outputs = [x], [new]
+    ih = init.tensor("h", [], np.int32, type_name="RESOURCE")
+    init.op("VAR_HANDLE", [], [ih], container="", shared_name="acc")
+    init.op("ASSIGN_VARIABLE", [ih, init.const("start", np.array([10.0, -1.0], np.float32))], [])
+    return mb

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from helpers import accumulator_model
 from onert_py.interpreter import Interpreter as OnertInterpreter
 from onert_py.loader import load_model
 from onert_py.interpreter import InterpreterWithCustomOps as OnertInterpreterWithCustomOps
@@ -171,10 +172,9 @@ def assert_same(ours: Any, ref: Any, where: str = "", tol: float = 1e-6) -> None
         assert ours == ref, f"{where}: {ours!r} vs LiteRT {ref!r}"
 
 
-def script(cls: type, name: str) -> dict[str, Any]:
-    """Everything a user script would observe, as plain data."""
-    it = make(cls, model(name))
-    seen: dict[str, Any] = {
+def model_details(it) -> dict[str, Any]:
+    """What an interpreter says about its model before any run, as plain data."""
+    return {
         "num_subgraphs": it.num_subgraphs(),
         "input_details": it.get_input_details(),
         "output_details": it.get_output_details(),
@@ -182,6 +182,12 @@ def script(cls: type, name: str) -> dict[str, Any]:
         "signature_list": it.get_signature_list(),
         "ops": it._get_ops_details(),
     }
+
+
+def script(cls: type, name: str) -> dict[str, Any]:
+    """Everything a user script would observe, as plain data."""
+    it = make(cls, model(name))
+    seen = model_details(it)
     shapes = {}
     if name == "dynamic":
         it.resize_tensor_input(0, [4, 3], strict=True)
@@ -362,15 +368,8 @@ def corpus_script(cls: type, name: str) -> dict[str, Any]:
     it = cls(model_path=str(CORPUS / f"{name}.tflite"),
              **({"experimental_op_resolver_type": litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
                 if cls is litert.Interpreter else {}))
-    seen: dict[str, Any] = {
-        "num_subgraphs": it.num_subgraphs(),
-        "input_details": it.get_input_details(),
-        "output_details": it.get_output_details(),
-        "tensor_details": [it.get_tensor_details(k) for k in range(it.num_subgraphs())],
-        "signature_list": it.get_signature_list(),
-        "full_signature_list": it._get_full_signature_list(),
-        "ops": it._get_ops_details(),
-    }
+    seen = model_details(it)
+    seen["full_signature_list"] = it._get_full_signature_list()
     sets = corpus_inputs(name)
     for r, inputs in enumerate(sets):
         details = it.get_input_details()
@@ -771,25 +770,6 @@ def _variable_model() -> bytes:
     return mb.to_bytes()
 
 
-def _accumulator_model() -> bytes:
-    """acc (a resource variable) starts at [10, -1] via CALL_ONCE; each invoke adds x and returns it."""
-    mb = ModelBuilder()
-    main, init = mb.subgraph("main"), mb.subgraph("init")
-    x = main.tensor("x", [2], F32)
-    h = main.tensor("h", [], I32, type_name="RESOURCE")
-    cur, new = main.tensor("cur", [2], F32), main.tensor("new", [2], F32)
-    main.op("CALL_ONCE", [], [], init_subgraph_index=1)
-    main.op("VAR_HANDLE", [], [h], container="", shared_name="acc")
-    main.op("READ_VARIABLE", [h], [cur])
-    main.op("ADD", [cur, x], [new], fused_activation_function=0)
-    main.op("ASSIGN_VARIABLE", [h, new], [])
-    main.inputs, main.outputs = [x], [new]
-    ih = init.tensor("h", [], I32, type_name="RESOURCE")
-    init.op("VAR_HANDLE", [], [ih], container="", shared_name="acc")
-    init.op("ASSIGN_VARIABLE", [ih, init.const("start", np.array([10.0, -1.0], F32))], [])
-    return mb.to_bytes()
-
-
 def _state_script(cls: type, steps: list[str], data: bytes) -> list:
     it = make(cls, data)
     it.allocate_tensors()
@@ -827,7 +807,7 @@ STATE_SCRIPTS: dict[str, tuple[Callable[[], bytes], list[str]]] = {
     "variable_survives_allocate": (_variable_model, ["set_variable", "allocate", "invoke", "read_variable"]),
     # reset_all_variables resets variable tensors only: resource variables keep accumulating and
     # CALL_ONCE does not run again.
-    "resource_variable_not_reset": (_accumulator_model, ["invoke", "invoke", "reset", "invoke"]),
+    "resource_variable_not_reset": (lambda: accumulator_model().to_bytes(), ["invoke", "invoke", "reset", "invoke"]),
 }
 
 

@@ -78,17 +78,23 @@ def _bmm_model(ls, rs, adj_x, adj_y, const_rhs=False, rhs=None):
                            adjoint_lhs=adj_x, adjoint_rhs=adj_y)
 
 
+def _stored_shapes(ls, rs, adj_x: bool, adj_y: bool) -> tuple[list, list]:
+    """The operands' shapes as stored: an adjoint operand holds its last two dims swapped."""
+    ls, rs = list(ls), list(rs)
+    if adj_x:
+        ls[-1], ls[-2] = ls[-2], ls[-1]
+    if adj_y:
+        rs[-1], rs[-2] = rs[-2], rs[-1]
+    return ls, rs
+
+
 @pytest.mark.parametrize("ls,rs", [([3, 4], [4, 5]), ([2, 3, 4], [2, 4, 5]), ([2, 3, 4], [4, 5]),
                                    ([2, 1, 3, 4], [3, 4, 6]), ([1, 3, 4], [5, 4, 2])])
 @pytest.mark.parametrize("adj_x", [False, True])
 @pytest.mark.parametrize("adj_y", [False, True])
 @pytest.mark.parametrize("const_rhs", [False, True])
 def test_batch_matmul(ls, rs, adj_x, adj_y, const_rhs):
-    ls, rs = list(ls), list(rs)
-    if adj_x:
-        ls[-1], ls[-2] = ls[-2], ls[-1]
-    if adj_y:
-        rs[-1], rs[-2] = rs[-2], rs[-1]
+    ls, rs = _stored_shapes(ls, rs, adj_x, adj_y)
     g = rng(8)
     x = g.normal(size=ls).astype(np.float32)
     y = g.normal(size=rs).astype(np.float32)
@@ -153,11 +159,7 @@ def test_fully_connected_float16_xnnpack(x_shape, units, bias, act):
 @pytest.mark.parametrize("adj_x,adj_y", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("const_rhs", [False, True])
 def test_batch_matmul_float16_xnnpack(ls, rs, adj_x, adj_y, const_rhs):
-    ls, rs = list(ls), list(rs)
-    if adj_x:
-        ls[-1], ls[-2] = ls[-2], ls[-1]
-    if adj_y:
-        rs[-1], rs[-2] = rs[-2], rs[-1]
+    ls, rs = _stored_shapes(ls, rs, adj_x, adj_y)
     g = rng(31)
     x = g.uniform(-1, 1, size=ls).astype(F16)
     y = g.uniform(-1, 1, size=rs).astype(F16)

@@ -3,31 +3,11 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import FIXED_DTYPES, FORMATS, check_builtin, dtype_values, litert_interpreter
+from helpers import FIXED_DTYPES, FORMATS, accumulator_model, check_builtin, dtype_values, litert_interpreter
 from onert_py.backends.registry import CPU, load_builtin_kernels
 from onert_py.schema.writer import ModelBuilder
 
 load_builtin_kernels()   # the dtype audits read CPU.dtypes (what docs/ops.md lists)
-
-
-def _accumulator_model() -> ModelBuilder:
-    """acc starts at 10 (set once by CALL_ONCE); each invoke adds x to it and returns it."""
-    mb = ModelBuilder()
-    main, init = mb.subgraph("main"), mb.subgraph("init")
-    x = main.tensor("x", [2], np.float32)
-    h = main.tensor("h", [], np.int32, type_name="RESOURCE")
-    cur, new = main.tensor("cur", [2], np.float32), main.tensor("new", [2], np.float32)
-    main.op("CALL_ONCE", [], [], init_subgraph_index=1)
-    main.op("VAR_HANDLE", [], [h], container="", shared_name="acc")
-    main.op("READ_VARIABLE", [h], [cur])
-    main.op("ADD", [cur, x], [new], fused_activation_function=0)
-    main.op("ASSIGN_VARIABLE", [h, new], [])
-    main.inputs, main.outputs = [x], [new]
-    ih = init.tensor("h", [], np.int32, type_name="RESOURCE")
-    start = init.const("start", np.array([10.0, -1.0], np.float32))
-    init.op("VAR_HANDLE", [], [ih], container="", shared_name="acc")
-    init.op("ASSIGN_VARIABLE", [ih, start], [])
-    return mb
 
 
 def _litert_runs(data: bytes, inputs: list) -> list:
@@ -43,7 +23,7 @@ def _litert_runs(data: bytes, inputs: list) -> list:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_variable_accumulates_across_invokes(fmt):
-    mb = _accumulator_model()
+    mb = accumulator_model()
     xs = [np.array([1.0, 2.0], np.float32), np.array([0.5, -3.0], np.float32), np.array([1.0, 1.0], np.float32)]
     expected = _litert_runs(mb.to_bytes("tflite"), xs)
     np.testing.assert_array_equal(expected[-1], np.array([12.5, -1.0], np.float32))  # 10+1+.5+1, -1+2-3+1
