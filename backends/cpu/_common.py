@@ -6,10 +6,14 @@ from typing import Callable
 
 import numpy as np
 
-try:  # the clip ufunc itself: np.clip adds ~2.5 µs of Python argument handling per call
-    from numpy._core.umath import clip as _clip
+try:  # the clip ufunc itself: np.clip adds ~2.5 µs of Python argument handling per call (more than a
+    # small op's whole clip); kernels that clamp use this one
+    from numpy._core.umath import clip as clip_ufunc
 except ImportError:  # numpy < 2
-    from numpy.core.umath import clip as _clip
+    try:
+        from numpy.core.umath import clip as clip_ufunc
+    except ImportError:
+        clip_ufunc = np.clip
 
 # ActivationFunctionType codes of the schema.
 NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT = 0, 1, 2, 3, 4, 5
@@ -35,8 +39,8 @@ def _clamp(lo: float, hi: float) -> Callable[[np.ndarray], np.ndarray]:
         if b is None:
             b = by_dtype[dt] = _bounds(dt, lo, hi)
         if type(x) is np.ndarray:
-            return _clip(x, b[0], b[1], out=x)
-        return _clip(x, b[0], b[1])
+            return clip_ufunc(x, b[0], b[1], out=x)
+        return clip_ufunc(x, b[0], b[1])
     return apply
 
 

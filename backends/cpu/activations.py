@@ -8,15 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu._common import Scratch
+from onert_py.backends.cpu._common import Scratch, clip_ufunc as _clip_ufunc
 from onert_py.backends.cpu._conv_plan import ROW, chunk
 from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
-
-try:  # the clip ufunc itself: np.clip adds microseconds of Python dispatch per call
-    from numpy._core.umath import clip as _clip_ufunc
-except ImportError:  # numpy < 2
-    from numpy.core.umath import clip as _clip_ufunc
 
 _FLOATS = ("float32", "float16")
 _F32 = np.float32

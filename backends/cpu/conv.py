@@ -15,18 +15,10 @@ from typing import Callable, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of
+from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of, clip_ufunc as _clip
 from onert_py.backends.cpu._conv_plan import ConvPlan, DepthwisePlan
 from onert_py.backends.cpu.shape import check_dtype, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run
-
-try:  # the clip ufunc itself: np.clip's Python wrapper costs more than a small op's clip
-    from numpy._core.umath import clip as _clip
-except ImportError:  # numpy < 2
-    try:
-        from numpy.core.umath import clip as _clip
-    except ImportError:
-        _clip = np.clip
 
 _F32 = np.dtype(np.float32)
 SAME, VALID = 0, 1

@@ -14,18 +14,10 @@ from math import isinf
 
 import numpy as np
 
-from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH
+from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, clip_ufunc as _clip
 from onert_py.backends.cpu._conv_plan import ROW, chunk
 from onert_py.backends.cpu.shape import check_dtype, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run
-
-try:  # the clip ufunc itself: np.clip adds ~5 us of Python dispatch per call
-    from numpy._core.umath import clip as _clip
-except ImportError:  # numpy < 2
-    try:
-        from numpy.core.umath import clip as _clip
-    except ImportError:
-        _clip = np.clip
 
 
 def _check_operands(ctx: KernelContext, same_output: bool = True) -> np.dtype:
