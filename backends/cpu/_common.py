@@ -112,3 +112,11 @@ def as_dtype(x, dtype: np.dtype) -> np.ndarray:
     if isinstance(x, np.ndarray) and x.dtype == dtype:
         return x
     return np.asarray(x, dtype=dtype)
+
+
+def int_divide(num: np.ndarray, den, half_away: bool = False) -> np.ndarray:
+    """num / den of int64 values as LiteRT's integer kernels compute it: truncated toward zero (C's
+    division), or with half_away rounded half away from zero ((|num| + den/2) / den, sign restored).
+    numpy's // floors instead."""
+    q = (np.abs(num) + (den // 2 if half_away else 0)) // den
+    return np.where(num < 0, -q, q)

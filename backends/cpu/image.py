@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu._common import Scratch, activation_of
+from onert_py.backends.cpu._common import Scratch, activation_of, int_divide
 from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
-
 
 
 def _scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:
@@ -177,9 +176,8 @@ def _bilinear_fixed_apply(x, plan, scratch, alloc):
     x = x.astype(np.int64)
     mid = x[:, :, x0] * wx0[:, None] + x[:, :, x1] * wx1[:, None]
     acc = mid[:, y0] * wy0[:, None, None] + mid[:, y1] * wy1[:, None, None]
-    q = (np.abs(acc) + (1 << 19)) >> 20
     y = alloc(acc.shape)
-    y[...] = np.where(acc < 0, -q, q)
+    y[...] = int_divide(acc, 1 << 20, half_away=True)
     return y
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu._common import NONE, activation_of
+from onert_py.backends.cpu._common import NONE, activation_of, int_divide
 from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code
 from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run
@@ -229,9 +229,7 @@ def _pool_other(ctx: KernelContext, kind: str, dt: np.dtype, kh: int, kw: int, s
             if kind == "max":
                 y[...] = s
             elif dt.kind in "iu":
-                cnt = np.broadcast_to(count, s.shape).astype(np.int64)
-                q = (np.abs(s) + cnt // 2) // cnt
-                y[...] = np.where(s < 0, -q, q)
+                y[...] = int_divide(s, np.broadcast_to(count, s.shape).astype(np.int64), half_away=True)
             else:
                 y[...] = s / count
                 if act is not None:

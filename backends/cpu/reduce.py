@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 
+from onert_py.backends.cpu._common import int_divide
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _INT_AND_FLOAT = ("float32", "int32", "int64")
@@ -299,8 +300,7 @@ def _mean_make(dt: np.dtype, keep: bool):
             n *= x.shape[a]
         if n == 0:
             return np.zeros(np.shape(s), dt)
-        q = np.abs(s) // n
-        return np.where(s < 0, -q, q).astype(dt)
+        return int_divide(s, n).astype(dt)
     return int_mean
 
 
