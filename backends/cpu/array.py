@@ -9,7 +9,6 @@ from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 
-
 def _axis(axis: int, rank: int, ctx: KernelContext, extra: int = 0) -> int:
     """Normalise an axis in [-(rank+extra), rank+extra)."""
     n = rank + extra

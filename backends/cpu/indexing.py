@@ -8,7 +8,6 @@ from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 
-
 def _check_indices(idx: np.ndarray, limit: int, what: str = "index") -> None:
     if idx.size and (idx.min() < 0 or idx.max() >= limit):
         bad = idx[(idx < 0) | (idx >= limit)].ravel()[0]

@@ -353,7 +353,6 @@ def test_matrix_set_diag(dtype, shape):
 # and DEPTH_TO_SPACE run on the XNNPACK delegate only (the default interpreter).
 
 
-
 def _array_case(op, dt):
     """(model, inputs) of a single `op` in type `dt`."""
     dt, x = audit_dtype(dt)

@@ -374,7 +374,6 @@ def test_bucketize(dtype, shape):
 # each candidate type), each compared with LiteRT on one case.
 
 
-
 def _indexing_case(op, dt):
     """(model, inputs) of a single `op` in type `dt`."""
     dt, x = audit_dtype(dt)
