@@ -17,7 +17,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of, clip_ufunc as _clip
 from onert_py.backends.cpu._conv_plan import ConvPlan, DepthwisePlan
-from onert_py.backends.cpu.shape import check_dtype, type_name
+from onert_py.backends.cpu.shape import check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _F32 = np.dtype(np.float32)
@@ -84,19 +84,6 @@ def _activation(ctx: KernelContext) -> Callable[[np.ndarray], np.ndarray] | None
         lo, hi = (np.float32(b) for b in _CLAMPS[code])
         return lambda y: _clip(y, lo, hi, out=y)
     return activation_of(ctx)
-
-
-def check_operand_types(ctx: KernelContext, data: int, *others: int) -> np.dtype:
-    """The data input's type, checked against the op's registered types and the output's, and the same
-    type for the filter / weights / bias inputs `others` (hybrid int8 weights are not supported): a
-    PrepareError naming the tensor otherwise."""
-    dt = check_dtype(ctx, data)
-    for i in others:
-        t = ctx.input_tensor(i)
-        if t is not None and t.dtype != dt:
-            raise ctx.fail(f"input {i} ({t.name!r}) has type {type_name(t.dtype)}, input {data} has "
-                           f"{type_name(dt)}")
-    return dt
 
 
 def _const_filter(ctx: KernelContext, i: int, rank: int) -> np.ndarray:
@@ -248,7 +235,7 @@ def _conv_widened(ctx: KernelContext, w_mat: np.ndarray, filt: tuple[int, ...], 
 def conv_2d(ctx: KernelContext) -> Run:
     """input [N, H, W, C], filter [O, KH, KW, C/groups], bias [O]."""
     ctx.expect_inputs(2, 3)
-    dt = check_operand_types(ctx, 0, 1, 2)
+    dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     w = _const_filter(ctx, 1, 4)
     cout, kh, kw, cin_f = w.shape
     cin = ctx.input_tensor(0).shape[-1]
@@ -274,7 +261,7 @@ def conv_2d(ctx: KernelContext) -> Run:
 def conv_3d(ctx: KernelContext) -> Run:
     """input [N, D, H, W, C], filter [KD, KH, KW, C, O], bias [O]."""
     ctx.expect_inputs(2, 3)
-    check_operand_types(ctx, 0, 1, 2)
+    check_same_types(ctx, 0, 1, 2, optional=(2,))
     w = _const_filter(ctx, 1, 5)
     kd, kh, kw, cin_f, cout = w.shape
     o = ctx.options
@@ -295,7 +282,7 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     loop sums the taps without temporaries (see _conv_plan.DepthwisePlan).
     """
     ctx.expect_inputs(2, 3)
-    dt = check_operand_types(ctx, 0, 1, 2)
+    dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     w = _const_filter(ctx, 1, 4)
     one, kh, kw, cout = w.shape
     if one != 1:
@@ -377,7 +364,7 @@ def transpose_conv(ctx: KernelContext) -> Run:
     out[n, ih*s + kh - pad_top, iw*s + kw - pad_left, o] += x[n, ih, iw, c] * filter[o, kh, kw, c]
     """
     ctx.expect_inputs(3, 4)
-    check_operand_types(ctx, 2, 1, 3)
+    check_same_types(ctx, 2, 1, 3, optional=(3,))
     w = _const_filter(ctx, 1, 4)
     cout, kh, kw, cin = w.shape
     x_t = ctx.input_tensor(2)

@@ -16,20 +16,14 @@ import numpy as np
 
 from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, clip_ufunc as _clip
 from onert_py.backends.cpu._conv_plan import ROW, chunk
-from onert_py.backends.cpu.shape import check_dtype, type_name
+from onert_py.backends.cpu.shape import check_same_types, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 
 def _check_operands(ctx: KernelContext, same_output: bool = True) -> np.dtype:
-    """Both inputs of one registered type (and the output's, unless a comparison): a PrepareError
-    naming the tensor otherwise, before numpy would promote or fail halfway through a run."""
+    """Both inputs of one registered type (and the output's, unless a comparison)."""
     ctx.expect_inputs(2)
-    dt = check_dtype(ctx, 0, same_output)
-    t1 = ctx.input_tensor(1)
-    if t1 is None or t1.dtype != dt:
-        got = "missing" if t1 is None else f"({t1.name!r}) has type {type_name(t1.dtype)}"
-        raise ctx.fail(f"input 1 {got}, input 0 has {type_name(dt)}")
-    return dt
+    return check_same_types(ctx, 0, 1, same_output=same_output)
 
 
 def _binary(ctx: KernelContext, fn, same_output: bool = True) -> Run:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
-from onert_py.backends.cpu.conv import check_operand_types
+from onert_py.backends.cpu.shape import check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _F32 = np.dtype(np.float32)
@@ -17,7 +17,7 @@ _F32 = np.dtype(np.float32)
 def fully_connected(ctx: KernelContext) -> Run:
     """out = act(reshape(x, [-1, in]) @ W.T + b); keep_num_dims keeps x's leading dims."""
     ctx.expect_inputs(2, 3)
-    dt = check_operand_types(ctx, 0, 1, 2)
+    dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     if ctx.options.get("weights_format", 0) != 0:
         raise ctx.fail("only the DEFAULT weights format is supported (shuffled formats are for uint8)")
     x_t, w_t = ctx.input_tensor(0), ctx.input_tensor(1)
@@ -159,7 +159,7 @@ def batch_matmul(ctx: KernelContext) -> Run:
     """out[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n], batch dims broadcast; adj_* transpose
     the last two dims of that side first."""
     ctx.expect_inputs(2)
-    dt = check_operand_types(ctx, 0, 1)
+    dt = check_same_types(ctx, 0, 1)
     # TFLite's schema names the options adj_x/adj_y, Circle's adjoint_lhs/adjoint_rhs.
     opts = ctx.options
     adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))

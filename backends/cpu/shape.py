@@ -39,6 +39,24 @@ def check_dtype(ctx: KernelContext, i: int = 0, same_output: bool = True) -> np.
     return t.dtype
 
 
+def check_same_types(ctx: KernelContext, data: int, *others: int, optional: tuple[int, ...] = (),
+                     same_output: bool = True) -> np.dtype:
+    """check_dtype of input `data`, and the same type for the inputs `others` (filter, weights, bias,
+    second operand; the ones in `optional` may be omitted): a PrepareError naming the tensor otherwise,
+    before numpy would promote or fail halfway through a run."""
+    dt = check_dtype(ctx, data, same_output)
+    for i in others:
+        t = ctx.input_tensor(i)
+        if t is None:
+            if i in optional:
+                continue
+            raise ctx.fail(f"input {i} is missing")
+        if t.dtype != dt:
+            raise ctx.fail(f"input {i} ({t.name!r}) has type {type_name(t.dtype)}, input {data} has "
+                           f"{type_name(dt)}")
+    return dt
+
+
 def int_input(ctx: KernelContext, i: int):
     """A getter for integer input i as a tuple of Python ints: bound to the constant when there is one."""
     c = ctx.const(i)

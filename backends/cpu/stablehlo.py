@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu.shape import check_dtype
+from onert_py.backends.cpu.shape import check_dtype, check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -21,9 +21,7 @@ _ARITH_TYPES = _NUM_TYPES + ("bool",)
 
 def _binary(ctx: KernelContext, fn) -> Run:
     ctx.expect_inputs(2)
-    dt = check_dtype(ctx)
-    if ctx.input_tensor(1).dtype != dt:
-        raise ctx.fail(f"input 1 has type {ctx.input_tensor(1).dtype}, input 0 has {dt}")
+    dt = check_same_types(ctx, 0, 1)
     a, b = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu.shape import check_dtype
+from onert_py.backends.cpu.shape import check_dtype, check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run
 
 _FLOATS = ("float32", "float16")
@@ -40,21 +40,13 @@ def _unary(ctx: KernelContext, fn, same_output: bool = True) -> Run:
 
 def _binary(ctx: KernelContext, fn) -> Run:
     ctx.expect_inputs(2)
-    _same_types(ctx)
+    check_same_types(ctx, 0, *range(1, len(ctx.inputs)))
     (a, b), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
 
     def run() -> None:
         v[o] = fn(v[a], v[b])
     return run
-
-
-def _same_types(ctx: KernelContext) -> None:
-    """Every input and the output share one registered type."""
-    dt = check_dtype(ctx, 0)
-    for i in range(1, len(ctx.inputs)):
-        if ctx.input_tensor(i).dtype != dt:
-            raise ctx.fail(f"input {i} has type {ctx.input_tensor(i).dtype}, input 0 has {dt}")
 
 
 def _then(second):
@@ -157,7 +149,7 @@ def add_n(ctx: KernelContext) -> Run:
     ins, (o,) = ctx.inputs, ctx.outputs
     if len(ins) < 2:
         raise ctx.fail(f"ADD_N expects at least 2 inputs, has {len(ins)}")
-    _same_types(ctx)
+    check_same_types(ctx, 0, *range(1, len(ctx.inputs)))
     v = ctx.values
     first, second, rest = ins[0], ins[1], ins[2:]
     dt = ctx.output_dtype()
@@ -324,9 +316,7 @@ def _select(ctx: KernelContext, v1: bool) -> Run:
     ctx.expect_inputs(3)
     if ctx.input_tensor(0).dtype != np.bool_:
         raise ctx.fail(f"the condition must be bool, not {ctx.input_tensor(0).dtype}")
-    dt = check_dtype(ctx, 1)
-    if ctx.input_tensor(2).dtype != dt:
-        raise ctx.fail(f"x has type {dt}, y has {ctx.input_tensor(2).dtype}")
+    dt = check_same_types(ctx, 1, 2)
     (c, a, b), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
     shapes = [ctx.input_tensor(i).shape for i in range(3)]

@@ -326,11 +326,20 @@ def test_unsupported_type_is_prepare_error(op, dtype):
 
 def test_mismatched_types_are_prepare_errors():
     cases = [("EXP", [("x", [3], np.float32)], [("y", [3], np.float16)], "differs from input type"),
-             ("ATAN2", [("a", [3], np.float32), ("b", [3], np.float64)], [("y", [3], np.float32)], "input 1 has type"),
+             ("ATAN2", [("a", [3], np.float32), ("b", [3], np.float64)], [("y", [3], np.float32)],
+              r"input 1 \('b'\) has type float64, input 0 has float32"),
              ("SELECT_V2", [("c", [3], np.bool_), ("a", [3], np.int32), ("b", [3], np.int64)],
-              [("y", [3], np.int32)], "y has int64"),
+              [("y", [3], np.int32)], r"input 2 \('b'\) has type int64, input 1 has int32"),
              ("SELECT_V2", [("c", [3], np.int32), ("a", [3], np.int32), ("b", [3], np.int32)],
               [("y", [3], np.int32)], "condition must be bool")]
     for op, ins, outs, msg in cases:
         with pytest.raises(onert_py.PrepareError, match=msg):
             onert_py.infer.session(single_op_model(op, ins, outs).to_bytes("tflite"))
+
+
+@pytest.mark.parametrize("op", ["ATAN2", "ADD", "ADD_N"])
+def test_omitted_operand_is_a_prepare_error(op):
+    # an operand given as -1 (omitted) is named at prepare time, not a crash in the type check or the run
+    mb = single_op_model(op, [("a", [3], np.float32), None], [("y", [3], np.float32)])
+    with pytest.raises(onert_py.PrepareError, match="input 1 is missing"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
