@@ -199,12 +199,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         dims = list(self._input_dims)
         for k, info in enumerate(new_infos):
             dims[k] = self._checked_dims(k, info)
-        result = self._infer_shapes(dims)   # shapes an op cannot take fail here, naming it
-        self.executors.plan_memory(result)  # arenas for the new shapes (kept per shapes)
-        self._input_dims = dims
-        self._shown_inputs = [list(d) if d is not None else _info(self._subgraph.tensors[t]).dims
-                              for d, t in zip(dims, self._subgraph.inputs)]
-        self._shown_outputs = None
+        self._fix_input_dims(dims)
 
     # onert 0.1.0 names it with an underscore; both spellings work.
     _update_inputs_tensorinfo = update_inputs_tensorinfo
@@ -214,6 +209,11 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         index = self._io_index(index, self.input_size(), "input")
         dims = list(self._input_dims)   # the other inputs keep their fixed dims (or stay open)
         dims[index] = self._checked_dims(index, tensor_info)
+        self._fix_input_dims(dims)
+
+    def _fix_input_dims(self, dims: list[list[int] | None]) -> None:
+        """Make `dims` (None = as declared) the inputs' dims: shapes an op cannot take fail in shape
+        inference, naming it; the arenas are planned for the new shapes (kept per shapes)."""
         self.executors.plan_memory(self._infer_shapes(dims))
         self._input_dims = dims
         self._shown_inputs = [list(d) if d is not None else _info(self._subgraph.tensors[t]).dims
