@@ -144,6 +144,26 @@ def _plan_static(ctx: KernelContext, plan: Callable) -> None:
             raise ctx.fail(str(e)) from None
 
 
+def _planned_run(ctx: KernelContext, make_plan: Callable, act) -> Run:
+    """Run closure of a per-shape plan (ConvPlan, DepthwisePlan) made by make_plan(input shape), cached
+    per shape (the static one now): the plan writes conv + bias into the output's planned slot, then
+    the fused activation applies in place."""
+    plan = _cached(make_plan)
+    _plan_static(ctx, plan)
+    alloc = ctx.output_buffer(0)            # plans write a fresh array (never a view of x)
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = v[x_i]
+        p = plan(x.shape)
+        y = p.run(x, alloc(p.out_shape))
+        if act is not None:
+            y = act(y)
+        v[o] = y
+    return run
+
+
 def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ...], groups: int,
              strides: tuple[int, ...], dils: tuple[int, ...], bias: np.ndarray | None) -> Run:
     """Shared N-d convolution run: w_mat is [G, prod(filt) * Cin/G, Cout/G] in (taps, channel) order."""
@@ -169,18 +189,7 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
         def make_plan(shape):
             out, pads = _checked_geometry(shape[1:-1], shape[-1], cin_w, filt, strides, dils, padding)
             return ConvPlan(shape, w_mat[0], filt, strides, dils, out, pads, bias, owner)
-        plan = _cached(make_plan)
-        _plan_static(ctx, plan)
-        alloc = ctx.output_buffer(0)            # plans write a fresh array (never a view of x)
-
-        def run() -> None:
-            x = v[x_i]
-            p = plan(x.shape)
-            y = p.run(x, alloc(p.out_shape))
-            if act is not None:
-                y = act(y)
-            v[o] = y
-        return run
+        return _planned_run(ctx, make_plan, act)
 
     def grouped_plan(shape):
         return _checked_geometry(shape[1:-1], shape[-1], cin_w * groups, filt, strides, dils, padding)
@@ -204,31 +213,38 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
     return run_grouped
 
 
-def _conv_widened(ctx: KernelContext, w_mat: np.ndarray, filt: tuple[int, ...], strides: tuple[int, ...],
-                  dils: tuple[int, ...], padding: int, bias: np.ndarray | None, act) -> Run:
-    """float16 convolution (one group) as XNNPACK computes it: float32 products and sums, rounded to
-    float16 once (its CONV_2D output matches this bit for bit on the cases tested). Plain im2col over a
-    window view and one matmul; w_mat is [prod(filt) * C, O] in float32."""
-    nd = len(filt)
-    cin = w_mat.shape[0] // int(np.prod(filt))
+def _widened_run(ctx: KernelContext, filt: tuple[int, ...], cin: int, strides: tuple[int, ...],
+                 dils: tuple[int, ...], padding: int, bias: np.ndarray | None, act,
+                 compute: Callable[[np.ndarray], np.ndarray]) -> Run:
+    """float16 convolutions as XNNPACK computes them: float32 products and sums, rounded to float16
+    once. compute(window view [N, *out, *filt, C] of the float32 input) gives [N, *out, O]."""
     out_dt = ctx.output_dtype()
     x_i, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
-
     get_geometry = _cached(lambda shape: _checked_geometry(shape[1:-1], shape[-1], cin, filt, strides,
                                                            dils, padding))
 
     def run() -> None:
         x = v[x_i].astype(np.float32)
         out, pads = get_geometry(x.shape)
-        win = window_view(pad_spatial(x, pads), filt, strides, dils, out)   # [N, *out, *filt, C]
-        y = np.matmul(win.reshape(-1, w_mat.shape[0]), w_mat)
+        y = compute(window_view(pad_spatial(x, pads), filt, strides, dils, out))
         if bias is not None:
             y += bias
         if act is not None:
             y = act(y)
-        v[o] = y.reshape((x.shape[0],) + out + (w_mat.shape[1],)).astype(out_dt)
+        v[o] = y.astype(out_dt)
     return run
+
+
+def _conv_widened(ctx: KernelContext, w_mat: np.ndarray, filt: tuple[int, ...], strides: tuple[int, ...],
+                  dils: tuple[int, ...], padding: int, bias: np.ndarray | None, act) -> Run:
+    """float16 convolution (one group): plain im2col over the window view and one matmul (XNNPACK's
+    CONV_2D output matches this bit for bit on the cases tested); w_mat is [prod(filt) * C, O]."""
+    k, cout = w_mat.shape
+
+    def im2col_matmul(win: np.ndarray) -> np.ndarray:
+        return np.matmul(win.reshape(-1, k), w_mat).reshape(win.shape[:1 + len(filt)] + (cout,))
+    return _widened_run(ctx, filt, k // int(np.prod(filt)), strides, dils, padding, bias, act, im2col_matmul)
 
 
 @CPU.register("CONV_2D", dtypes=("float32", "float16"))
@@ -310,51 +326,21 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     def make_plan(shape):
         out, pads = _checked_geometry(shape[1:3], shape[-1], cin, (kh, kw), (sh, sw), (dh, dw), padding)
         return DepthwisePlan(shape, mult, taps, bias, (sh, sw), (dh, dw), out, pads, owner)
-    plan = _cached(make_plan)
-    _plan_static(ctx, plan)
-    x_i = ctx.inputs[0]
-    (o_i,) = ctx.outputs
-    v = ctx.values
-
-    alloc = ctx.output_buffer(0)                # plans write a fresh array (never a view of x)
-
-    def run() -> None:
-        x = v[x_i]
-        p = plan(x.shape)
-        y = p.run(x, alloc(p.out_shape))
-        if act is not None:
-            y = act(y)
-        v[o_i] = y
-    return run
+    return _planned_run(ctx, make_plan, act)
 
 
 def _depthwise_widened(ctx: KernelContext, taps: np.ndarray, mult: int, strides: tuple[int, int],
                        dils: tuple[int, int], padding: int, bias: np.ndarray | None, act) -> Run:
-    """float16 depthwise convolution: float32 products and sums over a window view, rounded to float16
-    once. (XNNPACK's float16 kernels differ by an ulp or so: some round the sum after every tap, in
-    an order that depends on the kernel size.) taps is [KH, KW, C*M] in float32."""
+    """float16 depthwise convolution: one einsum over the window view. (XNNPACK's float16 kernels differ
+    by an ulp or so: some round the sum after every tap, in an order that depends on the kernel size.)
+    taps is [KH, KW, C*M] in float32."""
     kh, kw, cout = taps.shape
-    cin = cout // mult
-    out_dt = ctx.output_dtype()
-    x_i, (o,) = ctx.inputs[0], ctx.outputs
-    v = ctx.values
 
-    get_geometry = _cached(lambda shape: _checked_geometry(shape[1:3], shape[-1], cin, (kh, kw), strides,
-                                                           dils, padding))
-
-    def run() -> None:
-        x = v[x_i].astype(np.float32)
-        out, pads = get_geometry(x.shape)
-        win = window_view(pad_spatial(x, pads), (kh, kw), strides, dils, out)   # [N, OH, OW, KH, KW, C]
+    def taps_einsum(win: np.ndarray) -> np.ndarray:   # win [N, OH, OW, KH, KW, C]
         if mult > 1:
             win = np.repeat(win, mult, axis=-1)     # output channel c*M + m reads input channel c
-        y = np.einsum("nhwijc,ijc->nhwc", win, taps)
-        if bias is not None:
-            y += bias
-        if act is not None:
-            y = act(y)
-        v[o] = y.astype(out_dt)
-    return run
+        return np.einsum("nhwijc,ijc->nhwc", win, taps)
+    return _widened_run(ctx, (kh, kw), cout // mult, strides, dils, padding, bias, act, taps_einsum)
 
 
 @CPU.register("TRANSPOSE_CONV", dtypes=("float32",))
