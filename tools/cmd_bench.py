@@ -15,14 +15,12 @@ import resource
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from onert_py.tools.cmd_common import (CliError, add_input_options, add_model_options, check_writable,
-                                       format_table, open_session, prepare_inputs,
-                                       run_inference)
+from onert_py.tools.cmd_common import (CliError, add_input_options, add_model_options, check_distinct_files,
+                                       check_writable, format_table, open_session, prepare_inputs, run_inference)
 
 _TOP_OPS = 10
 
@@ -170,8 +168,7 @@ def _check_args(args: argparse.Namespace) -> None:
         raise CliError(f"--min-secs must be a finite number >= 0, not {args.min_secs:g}")
     check_writable(args.trace, "--trace")  # before a long run, not after
     check_writable(args.report, "--report")
-    if args.trace and args.report and Path(args.trace).resolve() == Path(args.report).resolve():
-        raise CliError("--trace and --report name the same file; give two")
+    check_distinct_files(trace=args.trace, report=args.report)
 
 
 def run(args: argparse.Namespace) -> int:

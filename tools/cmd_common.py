@@ -184,6 +184,16 @@ def check_writable(path: str | None, option: str) -> None:
         raise CliError(f"cannot write {path}: directory {p.parent} does not exist")
 
 
+def check_distinct_files(**paths: str | None) -> None:
+    """Output files given to two options (keyword = option name with _ for -) must differ: one would
+    overwrite the other."""
+    given = [(f"--{k.replace('_', '-')}", Path(v).resolve()) for k, v in paths.items() if v]
+    for i, (a, pa) in enumerate(given):
+        for b, pb in given[i + 1:]:
+            if pa == pb:
+                raise CliError(f"{a} and {b} name the same file; give two")
+
+
 def check_session_args(args: argparse.Namespace) -> None:
     if args.max_while_iterations is not None and args.max_while_iterations < 0:
         raise CliError("--max-while-iterations must be >= 0")

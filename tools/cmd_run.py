@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from onert_py.tools.cmd_common import (CliError, add_input_options, add_model_options, check_writable, open_session,
-                                       output_aliases, prepare_inputs, run_inference, save_arrays,
+from onert_py.tools.cmd_common import (add_input_options, add_model_options, check_distinct_files, check_writable,
+                                       open_session, output_aliases, prepare_inputs, run_inference, save_arrays,
                                        signature_label, summarize)
 
 
@@ -37,8 +36,7 @@ def print_outputs(names: Sequence[str], outputs: Sequence[np.ndarray], aliases: 
 
 def run(args: argparse.Namespace) -> int:
     check_writable(args.output, "--output")  # before a long run, not after
-    if args.output and args.save_inputs and Path(args.output).resolve() == Path(args.save_inputs).resolve():
-        raise CliError("--output and --save-inputs name the same file; give two")
+    check_distinct_files(output=args.output, save_inputs=args.save_inputs)
     sess = open_session(args)
     inputs = prepare_inputs(sess, args)
     if args.save_inputs:  # first: a failing run is the one worth reproducing
