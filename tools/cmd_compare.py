@@ -64,9 +64,7 @@ def compare_detail(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, 
         return None, None, bad == 0, "", bad
     note = "" if got.dtype == want.dtype else f"dtype {got.dtype} vs reference {want.dtype}"
     lenient = not strict_dtype and got.dtype.kind == want.dtype.kind
-    wide = np.complex128 if "c" in (got.dtype.kind, want.dtype.kind) else np.float64
-    g, w = got.astype(wide), want.astype(wide)
-    same = (g == w) | (np.isnan(g) & np.isnan(w))  # also makes inf == inf an error of 0, not NaN
+    g, w, same = _widened(got, want)   # same: also makes inf == inf an error of 0, not NaN
     diff = np.where(same, 0.0, np.abs(g - w))
     if diff.size == 0:
         return 0.0, 0.0, lenient or not note, note, 0
@@ -79,15 +77,21 @@ def compare_detail(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, 
     return float(np.max(diff)), float(np.max(rel)), bad == 0 and (lenient or not note), note, bad
 
 
+def _widened(got: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """got and want as float64 (complex128 when either is complex), and where they hold the same value
+    (NaN against NaN and inf against inf count as the same)."""
+    wide = np.complex128 if "c" in (got.dtype.kind, want.dtype.kind) else np.float64
+    g, w = got.astype(wide), want.astype(wide)
+    return g, w, (g == w) | (np.isnan(g) & np.isnan(w))
+
+
 def needed_atol(got: np.ndarray, want: np.ndarray, rtol: float) -> float | None:
     """The smallest atol with which a float output would pass at this rtol; None when no atol can
     help (shapes or dtypes differ, NaN against a number, integer outputs)."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape or got.dtype.kind != want.dtype.kind or got.dtype.kind not in "fc":
         return None
-    g, w = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64), \
-        want.astype(np.complex128 if want.dtype.kind == "c" else np.float64)
-    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    g, w, same = _widened(got, want)
     diff = np.abs(g - w)
     if np.isnan(diff[~same]).any():
         return None
@@ -101,9 +105,7 @@ def worst_element(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -
     if got.shape != want.shape or got.size == 0 or got.dtype.kind not in "biufc" or \
             want.dtype.kind not in "biufc":
         return None
-    wide = np.complex128 if "c" in (got.dtype.kind, want.dtype.kind) else np.float64
-    g, w = got.astype(wide), want.astype(wide)
-    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    g, w, same = _widened(got, want)
     excess = np.where(same, -np.inf, np.abs(g - w) - atol - rtol * np.abs(w))
     excess = np.where(np.isnan(excess), np.inf, excess)   # NaN against a number: the worst
     flat = int(np.argmax(excess))
