@@ -68,6 +68,24 @@ class _Groups:
             self.parent[rb] = ra
 
 
+def _alias_groups(n: int, operations: Sequence, fresh: set[int]) -> _Groups:
+    """Tensors that may share memory at run time: the outputs of ops that do not write a fresh array
+    (RESHAPE views, control flow passing values through) join their inputs' group."""
+    groups = _Groups(n)
+    for op in operations:
+        ins = [t for t in op.inputs if t >= 0]
+        for o in op.outputs:
+            if o >= 0 and o not in fresh:
+                for t in ins:
+                    groups.union(o, t)
+    return groups
+
+
+def _may_keep(op, keeps: Callable[[object], bool], calls_may_keep: bool) -> bool:
+    """Whether `op` may keep a reference to an input beyond its run (itself, or in a called subgraph)."""
+    return keeps(op) or (calls_may_keep and op.opcode in CALLS_SUBGRAPHS)
+
+
 def builtin_keeps_inputs(op) -> bool:
     return op.opcode in KEEPS_INPUTS
 
@@ -85,7 +103,7 @@ def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
     tensors = subgraph.tensors
     n = len(tensors)
     fresh = set(fresh)
-    groups = _Groups(n)
+    groups = _alias_groups(n, operations, fresh)
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     escaping: set[int] = set(subgraph.outputs)
@@ -95,14 +113,10 @@ def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
         for t in ins:
             last[t] = step
         for o in op.outputs:
-            if o < 0:
-                continue
-            first.setdefault(o, step)
-            last.setdefault(o, step)   # never read: lives for its own step
-            if o not in fresh:
-                for t in ins:
-                    groups.union(o, t)
-        if (calls_may_keep and op.opcode in CALLS_SUBGRAPHS) or keeps(op):
+            if o >= 0:
+                first.setdefault(o, step)
+                last.setdefault(o, step)   # never read: lives for its own step
+        if _may_keep(op, keeps, calls_may_keep):
             escaping.update(ins)
     pinned = {groups.find(t) for t in escaping}
     group_end: dict[int, int] = {}
@@ -159,16 +173,9 @@ def loop_carried_buffers(body, operations: Sequence, fresh: Iterable[int], *, co
     beyond its run (ASSIGN_VARIABLE, keeping custom ops, calls into subgraphs that may keep)."""
     tensors = body.tensors
     fresh = set(fresh)
-    for op in (*operations, *cond_operations):
-        if keeps(op) or (calls_may_keep and op.opcode in CALLS_SUBGRAPHS):
-            return []
-    groups = _Groups(len(tensors))
-    for op in operations:
-        ins = [t for t in op.inputs if t >= 0]
-        for o in op.outputs:
-            if o >= 0 and o not in fresh:
-                for t in ins:
-                    groups.union(o, t)
+    if any(_may_keep(op, keeps, calls_may_keep) for op in (*operations, *cond_operations)):
+        return []
+    groups = _alias_groups(len(tensors), operations, fresh)
     outs = list(body.outputs)
     positions = []
     for j, o in enumerate(outs):
