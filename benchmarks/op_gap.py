@@ -27,6 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import onert_py  # noqa: E402
+from onert_py.ir import Model  # noqa: E402
 from onert_py.loader.flatbuffer import load_model  # noqa: E402
 from onert_py.schema.writer import ModelBuilder  # noqa: E402
 
@@ -41,11 +42,11 @@ def _interpreter(**kw):
         return Interpreter(num_threads=1, **kw)
 
 
-def cut_out(path: Path) -> Iterator[tuple[object, bytes, list[np.ndarray], np.ndarray]]:
+def cut_out(path: Path, model: Model | None = None) -> Iterator[tuple[object, bytes, list[np.ndarray], np.ndarray]]:
     """Per operator of the main subgraph (custom and folded ones left out): the op, a one-op model of
-    it, its non-constant inputs and its first output, as a LiteRT run of the whole model computed them."""
-    model = load_model(str(path))
-    sg = model.main
+    it, its non-constant inputs and its first output, as a LiteRT run of the whole model computed them.
+    `model` is the loaded `path`, when the caller has it."""
+    sg = (model or load_model(str(path))).main
     whole = _interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
     whole.allocate_tensors()
     rng = np.random.default_rng(0)
@@ -90,9 +91,10 @@ def cut_out(path: Path) -> Iterator[tuple[object, bytes, list[np.ndarray], np.nd
 
 def op_times(path: Path, rounds: int) -> list[dict]:
     """One row per timed operator: index, opcode, input shape, onert-py and LiteRT microseconds."""
-    sg = load_model(str(path)).main
+    model = load_model(str(path))
+    sg = model.main
     rows = []
-    for op, data, feeds, _ in cut_out(path):
+    for op, data, feeds, _ in cut_out(path, model):
         lit = _interpreter(model_content=data)
         lit.allocate_tensors()
         for d, x in zip(lit.get_input_details(), feeds):
