@@ -7,8 +7,10 @@ These are float32 networks of 20-100 convolutions with float16 or sparse weights
 before use, so both runtimes compute the same math and differ only in float32 summation order (our
 im2col + BLAS vs LiteRT's loops). Most outputs agree to ~1e-6 of their range; 1e-4 of the range leaves
 margin for the deepest heads while still catching real kernel mistakes (a wrong pad, tap, bias or
-activation moves outputs by a sizeable fraction of their range). The absolute 1e-5 covers outputs whose
-range is ~0 (e.g. a single score). Why not the default XNNPack path: with random inputs some heads
+activation moves outputs by a sizeable fraction of their range). A one-element output (a single score)
+has no range, so its magnitude stands in for it: face_landmark_with_attention's face flag is ~13.5, where
+11 float32 ULPs of reordering noise are 1.05e-5 (seen with numpy 2.4's OpenBLAS). The absolute 1e-5
+covers outputs whose range is ~0. Why not the default XNNPack path: with random inputs some heads
 amplify reordering noise, and LiteRT disagrees with itself there - pose_landmark_full's segmentation
 logits (range ~1.6e3) differ by 1.23 (7.7e-4 of the range) between XNNPack and the reference kernels,
 while onert-py is within 0.12 of the reference kernels. The XNNPack delegate also fails to set up on the
@@ -42,6 +44,12 @@ MODELS = [
     "pose_landmark_full", "selfie_segmentation", "selfie_segmentation_landscape",
 ]
 REL_TOL, ABS_TOL = 1e-4, 1e-5
+# Outputs that amplify float32 reordering noise beyond 1e-4 of their range, with the relative tolerance
+# each gets. pose_landmark_full's segmentation logits (range ~1.6e3): LiteRT's XNNPack and reference
+# kernels differ by 1.23 (7.7e-4 of the range), and onert-py differs from itself by 0.38 between
+# OpenBLAS's Haswell and SkylakeX (AVX-512) sgemm kernels on the same inputs; against LiteRT's reference
+# kernels it is within 0.12 with the Haswell kernels and 0.50-0.60 (3.8e-4) with the AVX-512 ones.
+NOISY_OUTPUTS = {("pose_landmark_full", "Identity_2"): 1e-3}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -89,15 +97,17 @@ def _split_at_custom_ops(model):
     return probe, serialize(lite, "tflite"), c_out, extra
 
 
-def _compare(name: str, what: str, got: np.ndarray, ref: np.ndarray) -> float:
+def _compare(name: str, what: str, tensor: str, got: np.ndarray, ref: np.ndarray) -> float:
     got, ref = np.asarray(got), np.asarray(ref)
     assert got.shape == ref.shape, f"{name} {what}: shape {got.shape}, LiteRT {ref.shape}"
     assert got.dtype == ref.dtype, f"{name} {what}: dtype {got.dtype}, LiteRT {ref.dtype}"
     assert np.all(np.isfinite(got) == np.isfinite(ref)), f"{name} {what}: non-finite values differ"
     fin = np.isfinite(ref)
     span = float(ref[fin].max() - ref[fin].min()) if fin.any() else 0.0
+    if ref.size == 1:   # no range: the value's magnitude is the scale of its float32 rounding noise
+        span = float(np.abs(ref[fin]).max()) if fin.any() else 0.0
     err = float(np.max(np.abs(got[fin].astype(np.float64) - ref[fin]))) if fin.any() else 0.0
-    tol = REL_TOL * span + ABS_TOL
+    tol = NOISY_OUTPUTS.get((name, tensor), REL_TOL) * span + ABS_TOL
     assert err <= tol, f"{name} {what}: max abs error {err:.3g} > {tol:.3g} (LiteRT range {span:.3g})"
     return err
 
@@ -117,7 +127,7 @@ def test_model_matches_litert(mediapipe_models, name):
         ref = _litert(data, dict(zip(sg.inputs, inputs)))
         assert len(got) == len(sg.outputs)
         for k, t in enumerate(sg.outputs):
-            _compare(name, f"output {k} ({sg.tensors[t].name!r})", got[k], ref[t])
+            _compare(name, f"output {k} ({sg.tensors[t].name!r})", sg.tensors[t].name, got[k], ref[t])
         return
 
     probe, lite_bytes, c_out, extra = _split_at_custom_ops(model)
@@ -129,7 +139,7 @@ def test_model_matches_litert(mediapipe_models, name):
     ref = _litert(lite_bytes, feeds)
     for t, r in ref.items():
         role = "output" if t in sg.outputs else "custom-op input"
-        _compare(name, f"{role} {sg.tensors[t].name!r}", by_tensor[t], r)
+        _compare(name, f"{role} {sg.tensors[t].name!r}", sg.tensors[t].name, by_tensor[t], r)
     # The plain session gives the same outputs as the probe (extra outputs change nothing).
     plain = onert_py.infer.session(data).infer(inputs)
     for k, t in enumerate(sg.outputs):
