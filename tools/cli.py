@@ -14,7 +14,7 @@ from typing import Sequence
 from onert_py import __version__
 from onert_py.errors import OnertPyError
 from onert_py.tools import cmd_bench, cmd_compare, cmd_convert, cmd_inspect, cmd_ops, cmd_run
-from onert_py.tools.cmd_common import CliError
+from onert_py.tools.errors import CliError
 
 PROG = "onert-py"
 _COMMANDS = (cmd_run, cmd_inspect, cmd_convert, cmd_compare, cmd_ops, cmd_bench)

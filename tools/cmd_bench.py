@@ -19,8 +19,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from onert_py.tools.cmd_common import (CliError, add_input_options, add_model_options, check_distinct_files,
-                                       check_writable, format_table, open_session, prepare_inputs, run_inference)
+from onert_py.tools.errors import CliError
+from onert_py.tools.formatting import format_table
+from onert_py.tools.inputs import prepare_inputs, run_inference
+from onert_py.tools.options import (add_input_options, add_model_options, check_distinct_files, check_writable,
+                                    open_session)
 
 _TOP_OPS = 10
 

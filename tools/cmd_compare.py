@@ -16,8 +16,10 @@ import numpy as np
 
 from onert_py.ir import Model
 from onert_py.schema.writer import serialize
-from onert_py.tools.cmd_common import (CliError, Inputs, add_input_options, add_model_options, circle_only_ops,
-                                       format_table, open_session, prepare_inputs, run_inference, save_arrays)
+from onert_py.tools.errors import CliError
+from onert_py.tools.formatting import format_table, save_arrays
+from onert_py.tools.inputs import Inputs, prepare_inputs, run_inference
+from onert_py.tools.options import add_input_options, add_model_options, circle_only_ops, open_session
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

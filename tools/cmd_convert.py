@@ -11,7 +11,8 @@ import numpy as np
 from onert_py.ir import Model
 from onert_py.loader import load_model
 from onert_py.schema.writer import serialize
-from onert_py.tools.cmd_common import CliError, circle_only_ops, read_model
+from onert_py.tools.errors import CliError
+from onert_py.tools.options import circle_only_ops, read_model
 
 _EXTENSIONS = {".circle": "circle", ".tflite": "tflite"}
 

@@ -10,8 +10,10 @@ import numpy as np
 
 from onert_py.compiler.compile import unsupported_ops
 from onert_py.ir import Model, Operation, Subgraph, Tensor
-from onert_py.tools.cmd_common import (CliError, add_custom_ops_option, custom_ops_hint, dtype_of,
-                                       format_table, load_custom_ops, read_model, shape_of)
+from onert_py.tools.custom_ops import custom_ops_hint, load_custom_ops
+from onert_py.tools.errors import CliError
+from onert_py.tools.formatting import dtype_of, format_table, shape_of
+from onert_py.tools.options import add_custom_ops_option, read_model
 
 # Option enums worth a name in the operator table (the schema's ActivationFunctionType and Padding).
 _ENUMS = {"fused_activation_function": {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH",

@@ -5,7 +5,9 @@ import argparse
 import sys
 
 from onert_py.backends.registry import CONTROLFLOW, CPU, CUSTOM, load_builtin_kernels
-from onert_py.tools.cmd_common import add_custom_ops_option, format_table, load_custom_ops
+from onert_py.tools.custom_ops import load_custom_ops
+from onert_py.tools.formatting import format_table
+from onert_py.tools.options import add_custom_ops_option
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

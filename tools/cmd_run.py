@@ -6,9 +6,10 @@ from typing import Sequence
 
 import numpy as np
 
-from onert_py.tools.cmd_common import (add_input_options, add_model_options, check_distinct_files, check_writable,
-                                       open_session, output_aliases, prepare_inputs, run_inference, save_arrays,
-                                       signature_label, summarize)
+from onert_py.tools.formatting import output_aliases, save_arrays, signature_label, summarize
+from onert_py.tools.inputs import prepare_inputs, run_inference
+from onert_py.tools.options import (add_input_options, add_model_options, check_distinct_files, check_writable,
+                                    open_session)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,6 +1,7 @@
-"""Input options shared by run / compare / bench (tools/cmd_common.py): --input-range, --input-shape,
---save-inputs, --custom-ops, the default range of index inputs and the hint on failing random runs.
-Expected values come from numpy formulas over the inputs the command saved, never from its output."""
+"""Input options shared by run / compare / bench (tools/inputs.py, options.py and custom_ops.py):
+--input-range, --input-shape, --save-inputs, --custom-ops, the default range of index inputs and the
+hint on failing random runs. Expected values come from numpy formulas over the inputs the command
+saved, never from its output."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from onert_py.backends.registry import CUSTOM
 from onert_py.loader import load_model
 from onert_py.schema.writer import ModelBuilder
 from onert_py.tools.cli import main
-from onert_py.tools.cmd_common import index_bounds
+from onert_py.tools.inputs import index_bounds
 
 TABLE = np.arange(12, dtype=np.float32).reshape(6, 2) * np.float32(1.5)  # 6 rows
 
@@ -424,7 +425,7 @@ def test_an_input_given_twice_is_an_error(tmp_path, capsys):
 
 
 def test_random_input_covers_whole_integer_dtypes():
-    from onert_py.tools.cmd_common import random_input
+    from onert_py.tools.inputs import random_input
     rng = np.random.default_rng(0)
     for dtype in ("uint64", "int64", "uint8", "int16"):
         info = np.iinfo(dtype)

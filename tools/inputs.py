@@ -1,11 +1,9 @@
-"""Helpers shared by the `onert-py` subcommands: user errors, model loading, the options `run`,
-`compare` and `bench` have in common (--input, --input-shape, --input-range, --seed, --signature,
---max-while-iterations, --custom-ops) and the one implementation behind each, summaries."""
+"""The inputs of `run`, `compare` and `bench`: parsing --input (.npy/.npz files), --input-shape and
+--input-range, seeded random values, the integer range of inputs that index a GATHER /
+EMBEDDING_LOOKUP (index_bounds), and running a session on them with a hint when random values fail."""
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import math
 import zipfile
 from dataclasses import dataclass, field
@@ -14,38 +12,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-import onert_py
-from onert_py.errors import ExecutionError, InputError, PrepareError, UnsupportedOpError
-from onert_py.ir import Model, Subgraph, Tensor
-from onert_py.loader import load_model
-
-
-class CliError(Exception):
-    """A mistake the user can fix (bad path, bad argument); printed as one line, exit code 2."""
-
-
-def read_model(path: str) -> Model:
-    """Load a model, turning a missing path into a CliError before the loader sees it."""
-    p = Path(path)
-    if not p.exists():
-        raise CliError(f"model file not found: {path}")
-    return load_model(p)
-
-
-def circle_only_ops(model: Model) -> list[str]:
-    """Ops with Circle's negative op codes, which no TFLite reader (LiteRT included) accepts."""
-    from onert_py.schema.opcodes import op_code
-    return sorted({op.opcode for sg in model.subgraphs for op in sg.operations
-                   if op.opcode != "CUSTOM" and op_code(op.opcode) < 0})
-
-
-def shape_of(t: Tensor) -> list[int]:
-    """The shape a user should see: the signature (with -1 for dynamic dims) when there is one."""
-    return list(t.shape_signature) if t.shape_signature is not None else list(t.shape)
-
-
-def dtype_of(t: Tensor) -> str:
-    return "string" if t.type_name == "STRING" else t.type_name.lower()
+from onert_py.errors import ExecutionError, InputError, PrepareError
+from onert_py.ir import Model, Subgraph
+from onert_py.tools.errors import CliError
+from onert_py.tools.formatting import shape_of, signature_label
 
 
 def _load_array_file(path: str) -> Any:
@@ -133,126 +103,6 @@ def _read_npz_member(npz: Any, name: str, label: str) -> np.ndarray:
         raise CliError(f"cannot read array {name!r} from {label}: {e}") from None
 
 
-# ---- options shared by run, compare and bench
-
-_CUSTOM_OP_ALIASES = {"mediapipe": "onert_py.contrib.mediapipe_ops"}
-
-
-def add_model_options(p: argparse.ArgumentParser, verb: str = "run") -> None:
-    """The model argument and how to open it (--signature, --max-while-iterations, --custom-ops)."""
-    p.add_argument("model", help=".tflite / .circle file or nnpackage directory")
-    p.add_argument("--signature", metavar="KEY",
-                   help=f"{verb} this signature's subgraph (default: subgraph 0); see `onert-py inspect`")
-    p.add_argument("--max-while-iterations", type=int, default=None, metavar="N",
-                   help="fail a WHILE loop that runs more than N iterations")
-    add_custom_ops_option(p)
-
-
-def add_custom_ops_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--custom-ops", action="append", default=[], metavar="MODULE",
-                   help="import MODULE (a module name or a .py file) and call its register() to add "
-                        "custom-op kernels (repeatable); 'mediapipe' loads mediapipe's custom ops")
-
-
-def add_input_options(p: argparse.ArgumentParser, save: bool = False) -> None:
-    """How inputs are chosen; `run`, `compare` and `bench` pick them the same way."""
-    p.add_argument("--input", action="append", default=[], metavar="NAME_OR_INDEX=FILE.npy",
-                   help="an input from a .npy file (repeatable), or an .npz with one array per input "
-                        "name; inputs not given are seeded random values")
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME_OR_INDEX=D0,D1,...",
-                   help="fix the shape of an input with -1 (dynamic) dims (repeatable), e.g. "
-                        "input=1,224,224,3; without it random inputs use 1 for every -1")
-    p.add_argument("--input-range", action="append", default=[], metavar="NAME_OR_INDEX=LO,HI",
-                   help="draw a random input uniformly from LO..HI (repeatable): integers in [LO, HI] "
-                        "(both inclusive, as benchmark_model's --input_layer_value_range), floats in "
-                        "[LO, HI). Default: floats standard normal; ints in [-5, 5], or [0, N-1] for "
-                        "an input used as indices of a GATHER/EMBEDDING_LOOKUP over N rows")
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
-    if save:
-        p.add_argument("--save-inputs", metavar="IN.npz",
-                       help="save the inputs used, keyed by input name (reuse them with --input IN.npz)")
-
-
-def check_writable(path: str | None, option: str) -> None:
-    """Fail before a long run, not after it, when an output file cannot be written."""
-    if not path:
-        return
-    p = Path(path)
-    if p.is_dir():
-        raise CliError(f"{option} {path} is a directory; give a file name")
-    if not p.resolve().parent.is_dir():
-        raise CliError(f"cannot write {path}: directory {p.parent} does not exist")
-
-
-def check_distinct_files(**paths: str | None) -> None:
-    """Output files given to two options (keyword = option name with _ for -) must differ: one would
-    overwrite the other."""
-    given = [(f"--{k.replace('_', '-')}", Path(v).resolve()) for k, v in paths.items() if v]
-    for i, (a, pa) in enumerate(given):
-        for b, pb in given[i + 1:]:
-            if pa == pb:
-                raise CliError(f"{a} and {b} name the same file; give two")
-
-
-def check_session_args(args: argparse.Namespace) -> None:
-    if args.max_while_iterations is not None and args.max_while_iterations < 0:
-        raise CliError("--max-while-iterations must be >= 0")
-    if getattr(args, "seed", 0) < 0:
-        raise CliError("--seed must be >= 0")
-    check_writable(getattr(args, "save_inputs", None), "--save-inputs")
-
-
-def load_custom_ops(specs: Sequence[str]) -> None:
-    """Import each module (name or .py path) and call its register()."""
-    for spec in specs:
-        name = _CUSTOM_OP_ALIASES.get(spec, spec)
-        try:
-            if name.endswith(".py"):
-                if not Path(name).is_file():
-                    raise CliError(f"--custom-ops {spec}: file not found")
-                mod_spec = importlib.util.spec_from_file_location(Path(name).stem, name)
-                module = importlib.util.module_from_spec(mod_spec)
-                mod_spec.loader.exec_module(module)
-            else:
-                module = importlib.import_module(name)
-        except CliError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any failure of user code is the user's to fix
-            raise CliError(f"--custom-ops {spec}: cannot import it ({type(e).__name__}: {e})") from None
-        register = getattr(module, "register", None)
-        if not callable(register):
-            raise CliError(f"--custom-ops {spec}: module {name} has no register() function")
-        try:
-            register()
-        except Exception as e:  # noqa: BLE001
-            raise CliError(f"--custom-ops {spec}: register() failed ({type(e).__name__}: {e})") from None
-
-
-def custom_ops_hint(model: Model) -> str:
-    """A hint when a model's missing kernels are mediapipe's custom ops, which onert-py ships."""
-    from onert_py.compiler.compile import unsupported_ops
-    try:
-        from onert_py.contrib import mediapipe_ops
-    except ImportError:
-        return ""
-    ours = sorted({name for _, _, name in unsupported_ops(model)} & set(mediapipe_ops.OPS))
-    return f"; {', '.join(ours)}: mediapipe custom op(s), add --custom-ops mediapipe" if ours else ""
-
-
-def open_session(args: argparse.Namespace) -> Any:
-    """Load custom ops, the model and compile a session, all failures as one-line errors."""
-    check_session_args(args)
-    load_custom_ops(args.custom_ops)
-    model = read_model(args.model)
-    try:
-        return onert_py.infer.session(model, max_while_iterations=args.max_while_iterations,
-                                      signature=args.signature)
-    except UnsupportedOpError as e:
-        raise CliError(f"{e}{custom_ops_hint(model)}") from None
-
-
-# ---- inputs
-
 @dataclass
 class Inputs:
     """The inputs of one run, and where each came from (for printing and for error hints)."""
@@ -278,24 +128,6 @@ class Inputs:
         rand = [k for k, r in enumerate(self.random) if r]
         ints = [k for k in rand if self.arrays[k].dtype.kind in "biu"]
         return [self.names[k] for k in (ints or rand)]
-
-
-def signature_label(name: str, k: int, aliases: dict[str, int]) -> str:
-    """` (signature 'x')` when position k has a signature name other than its tensor name."""
-    other = [a for a, pos in aliases.items() if pos == k and a != name]
-    return f" (signature {other[0]!r})" if other else ""
-
-
-def output_aliases(sess: Any) -> dict[str, int]:
-    """Signature output names -> output position, for the session's subgraph."""
-    sg = sess.model.subgraphs[sess.subgraph_index]
-    out: dict[str, int] = {}
-    for s in sess.model.signatures:
-        if s.subgraph_index == sess.subgraph_index:
-            for alias, t in s.outputs.items():
-                if t in sg.outputs:
-                    out[alias] = list(sg.outputs).index(t)
-    return out
 
 
 def input_names(sess: Any) -> tuple[list[str], dict[str, int]]:
@@ -569,23 +401,6 @@ def run_inference(sess: Any, inputs: Inputs) -> list[np.ndarray]:
                        "--input NAME=FILE.npy or bound them with --input-range NAME=LO,HI)") from None
 
 
-def save_arrays(path: str, names: Sequence[str], arrays: Sequence[np.ndarray], prefix: str = "output") -> None:
-    """An .npz keyed by tensor name (<prefix>_<k> for empty or repeated names); strings as bytes."""
-    used: set[str] = set()
-    out = {}
-    for k, (name, arr) in enumerate(zip(names, arrays)):
-        arr = np.asarray(arr)
-        if arr.dtype == object:  # string tensors: bytes arrays load back without pickle
-            arr = np.array([bytes(x) if isinstance(x, bytes) else str(x).encode() for x in arr.reshape(-1)],
-                           dtype=bytes).reshape(arr.shape)
-        out[output_key(name, k, used, prefix)] = arr
-    try:
-        with open(path, "wb") as f:  # a file object keeps np.savez from appending ".npz"
-            np.savez(f, **out)
-    except OSError as e:
-        raise CliError(f"cannot write {path}: {e}") from None
-
-
 def _coerce(arr: np.ndarray, dtype: str, name: str) -> np.ndarray:
     """Cast file data of the same kind (float64 -> float32, int64 -> int32); refuse lossy kinds."""
     if dtype == "string":
@@ -603,33 +418,3 @@ def _coerce(arr: np.ndarray, dtype: str, name: str) -> np.ndarray:
             raise CliError(f"input {name!r}: the file holds values in [{lo}, {hi}], outside the range of "
                            f"{target} [{info.min}, {info.max}]")
     return arr.astype(target)
-
-
-def summarize(arr: np.ndarray, tiny: int = 8) -> str:
-    """The values of a tiny array, or min/max/mean of a numeric one."""
-    arr = np.asarray(arr)
-    if arr.size <= tiny or arr.dtype.kind not in "biufc":
-        return "values " + np.array2string(arr.reshape(-1), threshold=tiny, separator=", ",
-                                           max_line_width=10**6)
-    if arr.dtype.kind == "c":
-        arr = np.abs(arr)
-    x = arr.astype(np.float64)
-    nan = int(np.isnan(x).sum())
-    if nan == x.size:
-        return "all NaN"
-    text = f"min {np.nanmin(x):.6g}  max {np.nanmax(x):.6g}  mean {np.nanmean(x):.6g}"
-    return text + (f"  ({nan} NaN)" if nan else "")
-
-
-def output_key(name: str, k: int, used: set[str], prefix: str = "output") -> str:
-    """An npz key per tensor: its name, or <prefix>_<k> when empty or taken."""
-    key = name if name and name not in used else f"{prefix}_{k}"
-    used.add(key)
-    return key
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
