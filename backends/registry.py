@@ -10,13 +10,20 @@ i and promises that output i never aliases one of its inputs (it is written into
 gives, or into any other array the kernel made itself). The executor's memory plan then gives that
 output a slot of its arena, shared with tensors whose lifetimes do not overlap, so a static-shape run
 allocates nothing.
+
+Everything else the compiler and executors need to know of an op is declared here, where the op's
+family module registers it, never as a list of names in a lower layer:
+- kernel attributes (`Backend.register(..., keeps_inputs=, calls_subgraphs=, foldable=)`);
+- its shape rule and value rule (`shape_rule`, `value_rule`; what they see is in shape_rules.py).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from onert_py.backends.shape_rules import ShapeFn, ValueFn
 from onert_py.errors import PrepareError
 
 Run = Callable[[], None]
@@ -94,25 +101,94 @@ class KernelContext:
 Prepare = Callable[[KernelContext], Run]
 
 
+@dataclass(frozen=True)
+class KernelAttrs:
+    """What lower layers need to know of a kernel, declared where it is registered."""
+    keeps_inputs: bool = False      # may keep a reference to an input after its run (the value escapes)
+    calls_subgraphs: bool = False   # hands its inputs to other subgraphs (which may keep them)
+    foldable: bool = True           # runs at compile time when every input is constant (no state, no
+                                    # randomness)
+
+
 class Backend:
     def __init__(self, name: str):
         self.name = name
         self.kernels: dict[str, Prepare] = {}
         self.dtypes: dict[str, tuple[str, ...]] = {}
+        self.attrs: dict[str, KernelAttrs] = {}
 
-    def register(self, *names: str, dtypes: Sequence[str] = ()) -> Callable[[Prepare], Prepare]:
-        """Decorator: register a prepare function under one or more op names."""
+    def register(self, *names: str, dtypes: Sequence[str] = (), keeps_inputs: bool = False,
+                 calls_subgraphs: bool = False, foldable: bool = True) -> Callable[[Prepare], Prepare]:
+        """Decorator: register a prepare function under one or more op names, with the types it runs
+        and its attributes (KernelAttrs)."""
+        attrs = KernelAttrs(keeps_inputs, calls_subgraphs, foldable)
+
         def deco(fn: Prepare) -> Prepare:
             for n in names:
                 if n in self.kernels:
                     raise RuntimeError(f"{self.name}: kernel {n} registered twice")
                 self.kernels[n] = fn
                 self.dtypes[n] = tuple(dtypes)
+                self.attrs[n] = attrs
             return fn
         return deco
 
     def supports(self, op_name: str) -> bool:
         return op_name in self.kernels
+
+    def attributes(self, op_name: str) -> KernelAttrs:
+        attrs = self.attrs.get(op_name)
+        if attrs is not None:
+            return attrs
+        # A custom kernel says it keeps its inputs with a `keeps_inputs` attribute of its prepare
+        # function (read now: it may be set after registering); custom ops are never folded.
+        kernel = self.kernels.get(op_name)
+        return KernelAttrs(keeps_inputs=kernel is None or bool(getattr(kernel, "keeps_inputs", False)),
+                           foldable=False)
+
+
+# ----------------------------------------------------------------------------------- shape and value rules
+
+@dataclass(frozen=True)
+class ValueRule:
+    fn: ValueFn
+    litert: bool = False          # LiteRT 2.3 evaluates the op at prepare time too (its persistent
+                                  # read-only tensors), so its Interpreter reports the shapes that follow
+    reads_values: bool = True     # needs its inputs' values (False: only their shapes, e.g. SHAPE)
+
+
+SHAPE_RULES: dict[str, ShapeFn] = {}
+VALUE_RULES: dict[str, ValueRule] = {}
+
+
+def shape_rule(*names: str) -> Callable[[ShapeFn], ShapeFn]:
+    """Decorator: the shape rule of ops `names`, fn(node) -> one shape per output (shape_rules.py)."""
+    def deco(fn: ShapeFn) -> ShapeFn:
+        for n in names:
+            if n in SHAPE_RULES:
+                raise RuntimeError(f"shape rule {n} registered twice")
+            SHAPE_RULES[n] = fn
+        return fn
+    return deco
+
+
+def value_rule(*names: str, litert: bool = False, reads_values: bool = True) -> Callable[[ValueFn], ValueFn]:
+    """Decorator: the value rule of ops `names`, fn(node, input values) -> output values, or None when
+    it cannot tell. Only integer values of small size are evaluated (shape arithmetic)."""
+    def deco(fn: ValueFn) -> ValueFn:
+        for n in names:
+            if n in VALUE_RULES:
+                raise RuntimeError(f"value rule {n} registered twice")
+            VALUE_RULES[n] = ValueRule(fn, litert, reads_values)
+        return fn
+    return deco
+
+
+def register_shape_function(name: str, fn: ShapeFn, *, replace: bool = False) -> None:
+    """Shape rule for an op (e.g. a custom op's name): fn(node) returns one shape per output."""
+    if name in SHAPE_RULES and not replace:
+        raise ValueError(f"a shape function for {name!r} is already registered")
+    SHAPE_RULES[name] = fn
 
 
 CPU = Backend("cpu")

@@ -23,3 +23,7 @@ class ExecutionError(OnertPyError, RuntimeError):
 
 class PrepareError(OnertPyError, ValueError):
     """An operation's static information is inconsistent (checked before running)."""
+
+
+class ShapeInferenceError(PrepareError):
+    """An op's input shapes contradict each other or its parameters (a bad resize, a broken model)."""

@@ -374,7 +374,7 @@ class Interpreter:
             # except inputs nothing reads (LiteRT does not resize those).
             inputs = set(st.sg.inputs)
             if st.input_shapes_at_invoke is None:
-                inputs -= {t for op in st.sg.operations for t in op.inputs} | set(st.sg.outputs)
+                inputs -= st.sg.read_tensors()
             for i, v in enumerate(self._executors[j].values):
                 if i not in inputs and isinstance(v, np.ndarray) and st.sg.tensors[i].data is None:
                     st.shapes[i] = v.shape

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import onert_py
+from onert_py.compiler.shape_inference import infer_shapes
 from onert_py.schema.writer import ModelBuilder
 
 FORMATS = ("tflite", "circle")
@@ -42,8 +43,24 @@ def single_op_model(opcode: str, inputs: Sequence[Any], outputs: Sequence[tuple]
 
 def run_onert(model: bytes | ModelBuilder, inputs: Sequence[np.ndarray], fmt: str = "tflite",
               **session_options: Any) -> list[np.ndarray]:
+    """Run on onert-py, and check that shape inference agrees with the shapes the run produced, so
+    every op test covers its op's shape rule."""
     data = model.to_bytes(fmt) if isinstance(model, ModelBuilder) else model
-    return onert_py.infer.session(data, **session_options).infer(list(inputs))
+    outputs = onert_py.infer.session(data, **session_options).infer(list(inputs))
+    check_inferred_shapes(data, inputs, outputs)
+    return outputs
+
+
+def check_inferred_shapes(data: bytes, inputs: Sequence[Any], outputs: Sequence[np.ndarray]) -> None:
+    """The shape rules' output shapes of subgraph 0 for these input shapes agree with the run's: a
+    known rank and every known dim (not -1) must be the run's."""
+    model = onert_py.load_model(data)
+    result = infer_shapes(model, 0, [np.shape(x) for x in inputs])
+    for k, (inferred, got) in enumerate(zip(result.output_shapes(model), outputs)):
+        shape = np.shape(got)
+        ok = inferred is None or (len(inferred) == len(shape)
+                                  and all(d < 0 or d == g for d, g in zip(inferred, shape)))
+        assert ok, f"output {k}: shape inference says {list(inferred)}, the run gave {list(shape)}"
 
 
 def litert_interpreter(data: bytes):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.controlflow.kernels import _check_signature, _Copier, _reads, call_subgraph
-from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run
+from onert_py.backends.controlflow.kernels import _check_signature, _Copier, branches_shape, call_shape, call_subgraph
+from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node
 from onert_py.errors import ExecutionError
 
 
-@CONTROLFLOW.register("STABLEHLO_CASE")
+@CONTROLFLOW.register("STABLEHLO_CASE", calls_subgraphs=True, foldable=False)
 def stablehlo_case(ctx: KernelContext) -> Run:
     indices = ctx.options.get("branch_subgraph_indices") or ()
     if not indices:
@@ -35,7 +36,7 @@ def stablehlo_case(ctx: KernelContext) -> Run:
         _check_signature(ctx, ex, f"branch {k}", data_tensors, out_tensors)
     v, index_i, data, outs = ctx.values, ctx.inputs[0], ctx.inputs[1:], ctx.outputs
     copier = _Copier(ctx)
-    masks = [_reads(ex) for ex in branches]
+    masks = [ex.subgraph.inputs_read() for ex in branches]
     last = len(branches) - 1
 
     def run() -> None:
@@ -52,7 +53,23 @@ def stablehlo_case(ctx: KernelContext) -> Run:
     return run
 
 
-@CONTROLFLOW.register("STABLEHLO_COMPOSITE")
+@shape_rule("STABLEHLO_CASE")
+def case_shape(n: Node):
+    indices = n.opts.get("branch_subgraph_indices") or ()
+    callees = []
+    for k in indices:
+        if not 0 <= int(k) < len(n.engine.model.subgraphs):
+            raise n.fail(f"branch subgraph {k} is not a subgraph of this model")
+        callees.append(n.engine.model.subgraphs[int(k)])
+    return branches_shape(n, callees, n.input_shapes(1))
+
+
+@CONTROLFLOW.register("STABLEHLO_COMPOSITE", calls_subgraphs=True, foldable=False)
 def stablehlo_composite(ctx: KernelContext) -> Run:
     """A composite runs its decomposition subgraph."""
     return call_subgraph(ctx, "decomposition_subgraph_index", "decomposition")
+
+
+@shape_rule("STABLEHLO_COMPOSITE")
+def composite_shape(n: Node):
+    return call_shape(n, "decomposition_subgraph_index")

@@ -107,6 +107,12 @@ def activation_of(ctx) -> Callable[[np.ndarray], np.ndarray] | None:
     return fused_activation(ctx.options.get("fused_activation_function", NONE))
 
 
+def activated(options: dict, x):
+    """x, a value rule's fresh result, with the op's fused activation applied as its kernel does."""
+    act = fused_activation(options.get("fused_activation_function", NONE) or NONE)
+    return x if act is None else act(x)
+
+
 def as_dtype(x, dtype: np.dtype) -> np.ndarray:
     """x as an array of `dtype`, without a copy when it already is one."""
     if isinstance(x, np.ndarray) and x.dtype == dtype:

@@ -11,7 +11,8 @@ import numpy as np
 from onert_py.backends.cpu._common import Scratch, clip_ufunc as _clip_ufunc
 from onert_py.backends.cpu._conv_plan import ROW, chunk
 from onert_py.backends.cpu.shape import check_dtype
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import broadcasting, same_shape
 
 _FLOATS = ("float32", "float16")
 _F32 = np.float32
@@ -286,3 +287,11 @@ def log_softmax(ctx: KernelContext) -> Run:
         d -= np.log(np.exp(d).sum(axis=-1, keepdims=True))
         return d
     return _unary(ctx, fn)
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "ELU", "TANH", "LOGISTIC",
+           "HARD_SWISH", "GELU", "SOFTMAX", "LOG_SOFTMAX")(same_shape)
+
+# Shape rules: the inputs' broadcast shape.
+shape_rule("PRELU")(broadcasting)

@@ -2,11 +2,16 @@
 space/depth/batch rearrangements and matrix diagonals."""
 from __future__ import annotations
 
+import math
+
+from typing import Sequence
+
 import numpy as np
 
-from onert_py.backends.cpu._common import activation_of
+from onert_py.backends.cpu._common import activated, activation_of
 from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends.shape_rules import Node, Shape, axis_of, merge_same, need_rank, same_shape
 
 
 def _axis(axis: int, rank: int, ctx: KernelContext, extra: int = 0) -> int:
@@ -85,6 +90,28 @@ def concatenation(ctx: KernelContext) -> Run:
     return run_planned
 
 
+@shape_rule("CONCATENATION")
+def concatenation_shape(n: Node):
+    shapes = [n.shape(i) for i in range(len(n.op.inputs))]
+    if any(s is None for s in shapes):
+        return [None]
+    rank = len(shapes[0])
+    if rank == 0:              # LiteRT stacks scalars
+        return [(len(shapes),)]
+    axis = axis_of(n, int(n.opts.get("axis", 0)), rank)
+    out = list(merge_same(n, shapes, skip_axis=axis))
+    sizes = [s[axis] for s in shapes]
+    out[axis] = sum(sizes) if all(d >= 0 for d in sizes) else -1
+    return [tuple(out)]
+
+
+@value_rule("CONCATENATION", litert=True)
+def concat_value(n: Node, v: list):
+    if np.ndim(v[0]) == 0:
+        return [np.stack(v)]
+    return [activated(n.opts, np.concatenate(v, axis=axis_of(n, int(n.opts.get("axis", 0)), np.ndim(v[0]))))]
+
+
 @CPU.register("PACK", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16", "uint32"))
 def pack(ctx: KernelContext) -> Run:
     check_dtype(ctx)
@@ -98,6 +125,20 @@ def pack(ctx: KernelContext) -> Run:
     def run() -> None:
         v[o] = np.stack([v[i] for i in ins], axis=axis)
     return run
+
+
+@shape_rule("PACK")
+def pack_shape(n: Node):
+    s = merge_same(n, [n.shape(i) for i in range(len(n.op.inputs))])
+    if s is None:
+        return [None]
+    axis = axis_of(n, int(n.opts.get("axis", 0)), len(s), extra=1)
+    return [s[:axis] + (len(n.op.inputs),) + s[axis:]]
+
+
+@value_rule("PACK")
+def pack_value(n: Node, v: list):
+    return [np.stack(v, axis=axis_of(n, int(n.opts.get("axis", 0)), np.ndim(v[0]), extra=1))]
 
 
 @CPU.register("UNPACK", dtypes=("float32", "float16", "int32", "int8", "uint8", "int16", "bool"))
@@ -119,6 +160,17 @@ def unpack(ctx: KernelContext) -> Run:
         for k, oi in enumerate(outs):
             v[oi] = a[pre + (slice(k, k + 1),)].reshape(shp)   # a view, and an ndarray even at rank 0
     return run
+
+
+@shape_rule("UNPACK")
+def unpack_shape(n: Node):
+    s = n.shape(0)
+    if s is None:
+        return [None] * n.n_out
+    axis = axis_of(n, int(n.opts.get("axis", 0)), len(s))
+    if s[axis] >= 0 and s[axis] != n.n_out:
+        raise n.fail(f"cannot unpack dim {s[axis]} into {n.n_out} outputs")
+    return [s[:axis] + s[axis + 1:]] * n.n_out
 
 
 def _split_into(a: np.ndarray, sizes, axis: int, outs, v) -> None:
@@ -153,6 +205,30 @@ def split(ctx: KernelContext) -> Run:
     return run
 
 
+def _split_shapes(n: Node, s: Shape | None, axis: int | None, sizes: Sequence[int] | None):
+    if s is None:
+        return [None] * n.n_out
+    if axis is None:
+        return [(-1,) * len(s)] * n.n_out
+    a = axis_of(n, axis, len(s))
+    if sizes is None:
+        return [s[:a] + (-1,) + s[a + 1:]] * n.n_out
+    return [s[:a] + (d,) + s[a + 1:] for d in sizes]
+
+
+@shape_rule("SPLIT")
+def split_shape(n: Node):
+    s, axis, k = n.shape(1), n.scalar(0), n.n_out
+    sizes = None
+    if s is not None and axis is not None:
+        d = s[axis_of(n, axis, len(s))]
+        if d >= 0:
+            if d % k:
+                raise n.fail(f"dim {d} does not split into {k} equal parts")
+            sizes = [d // k] * k
+    return _split_shapes(n, s, axis, sizes)
+
+
 @CPU.register("SPLIT_V", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16"))
 def split_v(ctx: KernelContext) -> Run:
     ctx.expect_inputs(3)
@@ -181,6 +257,23 @@ def split_v(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("SPLIT_V")
+def split_v_shape(n: Node):
+    s, given, axis = n.shape(0), n.ints(1), n.scalar(2)
+    sizes = None
+    if s is not None and axis is not None and given is not None:
+        if len(given) != n.n_out:
+            raise n.fail(f"{len(given)} split sizes for {n.n_out} outputs")
+        d = s[axis_of(n, axis, len(s))]
+        sizes = list(given)
+        if -1 in sizes:
+            rest = sum(x for x in sizes if x != -1)
+            sizes[sizes.index(-1)] = d - rest if d >= 0 else -1
+        if d >= 0 and all(x >= 0 for x in sizes) and sum(sizes) != d:
+            raise n.fail(f"split sizes {list(given)} do not add up to dim {d}")
+    return _split_shapes(n, s, axis, sizes)
+
+
 # ----------------------------------------------------------------------------- tile / transpose / reverse
 
 @CPU.register("TILE", dtypes=FIXED_TYPES + ("string",))
@@ -202,6 +295,23 @@ def tile(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("TILE")
+def tile_shape(n: Node):
+    s, mult = n.shape(0), n.ints(1)
+    if s is None:
+        return [None]
+    if mult is None:
+        return [(-1,) * len(s)]
+    if len(mult) != len(s):
+        raise n.fail(f"{len(mult)} multiples for rank {len(s)}")
+    return [tuple(d * m if d >= 0 else -1 for d, m in zip(s, mult))]
+
+
+@value_rule("TILE", litert=True)
+def tile_value(n: Node, v: list):
+    return [np.tile(v[0], tuple(int(m) for m in np.ravel(v[1])))]
+
+
 @CPU.register("TRANSPOSE", dtypes=FIXED_TYPES + ("string",))
 def transpose(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
@@ -221,6 +331,23 @@ def transpose(ctx: KernelContext) -> Run:
             raise ValueError(f"perm {list(get_perm())} is not a permutation")
         v[o] = np.transpose(a, perm)
     return run
+
+
+@shape_rule("TRANSPOSE")
+def transpose_shape(n: Node):
+    s, perm = n.shape(0), n.ints(1)
+    if s is None:
+        return [None]
+    if perm is None:
+        return [(-1,) * len(s)]
+    if sorted(p + len(s) if p < 0 else p for p in perm) != list(range(len(s))):
+        raise n.fail(f"perm {list(perm)} is not a permutation of rank {len(s)}")
+    return [tuple(s[p] for p in perm)]
+
+
+@value_rule("TRANSPOSE")
+def transpose_value(n: Node, v: list):
+    return [np.transpose(v[0], tuple(int(p) for p in np.ravel(v[1])))]
 
 
 @CPU.register("REVERSE_V2", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16",
@@ -356,6 +483,26 @@ def pad(ctx: KernelContext) -> Run:
     return _pad_run(ctx, lambda: value)
 
 
+@shape_rule("PAD", "PADV2", "MIRROR_PAD")
+def pad_shape(n: Node):
+    s, pads = n.shape(0), n.ints(1)
+    if s is None:
+        return [None]
+    if pads is None:
+        return [(-1,) * len(s)]
+    if len(pads) != 2 * len(s):
+        raise n.fail(f"paddings must have shape [{len(s)}, 2], hold {len(pads)} values")
+    if any(p < 0 for p in pads):
+        raise n.fail(f"negative padding {list(pads)}")
+    if n.op.opcode == "MIRROR_PAD":     # REFLECT (mode 0) excludes the edge, SYMMETRIC repeats it
+        limit_off = 1 if int(n.opts.get("mode", 0)) == 0 else 0
+        for k, d in enumerate(s):
+            if d >= 0 and max(pads[2 * k], pads[2 * k + 1]) > d - limit_off:
+                raise n.fail(f"padding {pads[2 * k]}, {pads[2 * k + 1]} of dim {k} exceeds size {d} "
+                             f"minus {limit_off}")
+    return [tuple(d + pads[2 * k] + pads[2 * k + 1] if d >= 0 else -1 for k, d in enumerate(s))]
+
+
 @CPU.register("PADV2", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16", "bool"))
 def padv2(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2, 3)
@@ -409,6 +556,22 @@ def space_to_depth(ctx: KernelContext) -> Run:
         t = a.reshape(n, h // bs, bs, w // bs, bs, c).transpose(0, 1, 3, 2, 4, 5)
         v[o] = t.reshape(n, h // bs, w // bs, bs * bs * c)
     return run
+
+
+@shape_rule("SPACE_TO_DEPTH", "DEPTH_TO_SPACE")
+def space_depth_shape(n: Node):
+    x = need_rank(n, 0, 4)
+    bs = int(n.opts.get("block_size", 0))
+    if x is None or bs < 1:
+        return [None]
+    nb, h, w, c = x
+    if n.op.opcode == "SPACE_TO_DEPTH":
+        if (h > 0 and h % bs) or (w > 0 and w % bs):
+            raise n.fail(f"height {h} and width {w} must be multiples of block size {bs}")
+        return [(nb, h // bs if h >= 0 else -1, w // bs if w >= 0 else -1, c * bs * bs if c >= 0 else -1)]
+    if c > 0 and c % (bs * bs):
+        raise n.fail(f"depth {c} must be a multiple of block size squared {bs * bs}")
+    return [(nb, h * bs if h >= 0 else -1, w * bs if w >= 0 else -1, c // (bs * bs) if c >= 0 else -1)]
 
 
 @CPU.register("DEPTH_TO_SPACE", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16"))
@@ -465,6 +628,35 @@ def space_to_batch_nd(ctx: KernelContext) -> Run:
         t = t.transpose(perm)
         v[o] = t.reshape([n * int(np.prod(block))] + [s // b for s, b in zip(spatial, block)] + list(rest))
     return run
+
+
+@shape_rule("SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND")
+def space_batch_shape(n: Node):
+    x, block, pads = n.shape(0), n.ints(1), n.ints(2)
+    if x is None:
+        return [None]
+    if block is None or pads is None or len(pads) != 2 * len(block) or not 1 <= len(block) < len(x) \
+            or any(b < 1 for b in block):
+        return [(-1,) * len(x)]
+    prod = math.prod(block)
+    out = list(x)
+    to_batch = n.op.opcode == "SPACE_TO_BATCH_ND"
+    if not to_batch and x[0] >= 0 and x[0] % prod:
+        raise n.fail(f"batch {x[0]} is not a multiple of the block size product {prod}")
+    out[0] = -1 if x[0] < 0 else (x[0] * prod if to_batch else x[0] // prod)
+    for k, b in enumerate(block):
+        d, lo, hi = x[1 + k], pads[2 * k], pads[2 * k + 1]
+        if d < 0:
+            out[1 + k] = -1
+        elif to_batch:
+            if (d + lo + hi) % b:
+                raise n.fail(f"padded dim {d + lo + hi} is not a multiple of block size {b}")
+            out[1 + k] = (d + lo + hi) // b
+        else:
+            out[1 + k] = d * b - lo - hi
+            if out[1 + k] < 0:
+                raise n.fail(f"crops {lo}, {hi} exceed dim {d * b}")
+    return [tuple(out)]
 
 
 @CPU.register("BATCH_TO_SPACE_ND", dtypes=FIXED_TYPES)
@@ -530,6 +722,12 @@ def matrix_diag(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("MATRIX_DIAG")
+def matrix_diag_shape(n: Node):
+    s = n.shape(0)
+    return [None if s is None or not s else s + (s[-1],)]
+
+
 @CPU.register("MATRIX_SET_DIAG", dtypes=_DIAG_TYPES)
 def matrix_set_diag(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
@@ -549,3 +747,7 @@ def matrix_set_diag(ctx: KernelContext) -> Run:
         out[..., i, i] = diag
         v[o] = out
     return run
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("REVERSE_V2", "REVERSE_SEQUENCE", "MATRIX_SET_DIAG")(same_shape)

@@ -10,7 +10,8 @@ import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
 from onert_py.backends.cpu.indexing import _check_indices
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, Shape, same_shape
 
 
 def _float_out(ctx: KernelContext) -> np.dtype:
@@ -170,6 +171,12 @@ def gru(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("GRU")
+def gru_shape(n: Node) -> list[Shape | None]:
+    """The kernel reshapes its result (the last state [B, H], or every state [T, B, H]) to the declared
+    output shape (docs/circle_ops.md), so a run gives exactly that shape."""
+    return [tuple(n.sg.tensors[o].shape) for o in n.op.outputs]
+
 
 # ---------------------------------------------------------------- BCQ (binary-coding quantization)
 #
@@ -182,6 +189,16 @@ def gru(ctx: KernelContext) -> Run:
 
 
 _DECODE_BLOCK = 1 << 22          # elements of a decode temporary (16 MB of float32)
+
+
+def _bcq_rows(clusters: np.ndarray | None) -> int:
+    """Rows of the dense BCQ matrix: the sum of the clusters' sizes (-1 unless an int [n, 2] tensor)."""
+    if clusters is None:
+        return -1
+    c = np.asarray(clusters)
+    if c.dtype.kind not in "iu" or c.ndim != 2 or c.shape[1] != 2:
+        return -1
+    return int(c[:, 1].astype(np.int64).sum())
 
 
 class _BcqCodes:
@@ -204,7 +221,7 @@ class _BcqCodes:
             if q < 1 or n < 0:
                 raise ctx.fail(f"{prefix}_clusters row {c} is (qbits={q}, size={n}): qbits must be >= 1 and "
                                f"size >= 0")
-        rows = int(sizes.sum())
+        rows = _bcq_rows(clusters)
         if rows == 0:
             raise ctx.fail(f"{prefix}_clusters {clusters.tolist()} give no rows (the sizes sum to 0)")
         planes = int((qbits * sizes).sum())
@@ -311,6 +328,14 @@ def bcq_fully_connected(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("BCQ_FULLY_CONNECTED")
+def bcq_fully_connected_shape(n: Node) -> list[Shape | None]:
+    """[rows, batch]: the clusters' rows by the input's columns."""
+    x = n.shape(0)
+    batch = x[1] if x is not None and len(x) == 2 else -1
+    return [(_bcq_rows(n.value(4)), batch)]
+
+
 @CPU.register("BCQ_GATHER", dtypes=("float32",))
 def bcq_gather(ctx: KernelContext) -> Run:
     """GATHER from the dequantized BCQ matrix [rows, input_hidden_size] along `axis` (0: rows, 1: columns).
@@ -334,3 +359,18 @@ def bcq_gather(ctx: KernelContext) -> Run:
         _check_indices(idx, limit, "BCQ_GATHER index")
         v[o] = np.take(codes.weights(v), idx, axis=axis)
     return run
+
+
+@shape_rule("BCQ_GATHER")
+def bcq_gather_shape(n: Node) -> list[Shape | None]:
+    """np.take from the [rows, input_hidden_size] matrix: the indices' shape replaces the gathered axis."""
+    idx, axis = n.shape(2), n.opts.get("axis", 0)
+    if idx is None or axis not in (0, 1, -1, -2):
+        return [None]
+    hidden = n.opts.get("input_hidden_size", 0)
+    hidden = hidden if isinstance(hidden, int) and hidden > 0 else -1
+    return [idx + (hidden,) if axis % 2 == 0 else (_bcq_rows(n.value(3)),) + idx]
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("INSTANCE_NORM", "RMS_NORM", "ROPE")(same_shape)

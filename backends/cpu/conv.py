@@ -18,13 +18,18 @@ from numpy.lib.stride_tricks import sliding_window_view
 from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of, clip_ufunc as _clip
 from onert_py.backends.cpu._conv_plan import ConvPlan, DepthwisePlan
 from onert_py.backends.cpu.shape import check_same_types
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, need_rank
 
 _F32 = np.dtype(np.float32)
 SAME, VALID = 0, 1
 
 
 def conv_output_size(in_size: int, filt: int, stride: int, dilation: int, padding: int) -> int:
+    """Output length of a window sliding over `in_size` (TFLite's ComputeOutSize); -1 when the input
+    or filter length is unknown (-1, shape inference)."""
+    if in_size < 0 or filt < 0:
+        return -1
     eff = (filt - 1) * dilation + 1
     if padding == SAME:
         return (in_size + stride - 1) // stride
@@ -273,6 +278,22 @@ def conv_2d(ctx: KernelContext) -> Run:
     return _conv_nd(ctx, 2, w_mat, (kh, kw), groups, strides, dils, _bias(ctx, 2, cout))
 
 
+@shape_rule("CONV_2D", "DEPTHWISE_CONV_2D")
+def conv2d_shape(n: Node):
+    x, f = need_rank(n, 0, 4), need_rank(n, 1, 4, "filter")
+    if x is None or f is None:
+        return [None if x is None else (x[0], -1, -1, f[3] if f else -1)]
+    o = n.opts
+    if n.op.opcode == "CONV_2D" and x[3] > 0 and f[3] > 0 and x[3] % f[3]:
+        raise n.fail(f"input depth {x[3]} is not a multiple of the filter depth {f[3]}")
+    if n.op.opcode == "DEPTHWISE_CONV_2D" and x[3] > 0 and f[3] >= 0 and f[3] % x[3]:
+        raise n.fail(f"filter channels {f[3]} are not a multiple of the input depth {x[3]}")
+    p = int(o.get("padding", 0))
+    oh = conv_output_size(x[1], f[1], int(o.get("stride_h", 1)), int(o.get("dilation_h_factor", 1)), p)
+    ow = conv_output_size(x[2], f[2], int(o.get("stride_w", 1)), int(o.get("dilation_w_factor", 1)), p)
+    return [(x[0], oh, ow, f[0] if n.op.opcode == "CONV_2D" else f[3])]
+
+
 @CPU.register("CONV_3D", dtypes=("float32",))
 def conv_3d(ctx: KernelContext) -> Run:
     """input [N, D, H, W, C], filter [KD, KH, KW, C, O], bias [O]."""
@@ -287,6 +308,19 @@ def conv_3d(ctx: KernelContext) -> Run:
         raise ctx.fail(f"strides {strides} and dilations {dils} must be >= 1")
     w_mat = np.ascontiguousarray(w.reshape(1, kd * kh * kw * cin_f, cout), dtype=np.float32)
     return _conv_nd(ctx, 3, w_mat, (kd, kh, kw), 1, strides, dils, _bias(ctx, 2, cout))
+
+
+@shape_rule("CONV_3D")
+def conv3d_shape(n: Node):
+    x, f = need_rank(n, 0, 5), need_rank(n, 1, 5, "filter")
+    if x is None or f is None:
+        return [None if x is None else (x[0], -1, -1, -1, f[4] if f else -1)]
+    if x[4] >= 0 and f[3] >= 0 and x[4] != f[3]:
+        raise n.fail(f"input depth {x[4]} differs from the filter's input depth {f[3]}")
+    o, p = n.opts, int(n.opts.get("padding", 0))
+    dims = tuple(conv_output_size(x[1 + k], f[k], int(o.get(f"stride_{a}", 1)),
+                                  int(o.get(f"dilation_{a}_factor", 1)), p) for k, a in enumerate("dhw"))
+    return [(x[0],) + dims + (f[4],)]
 
 
 @CPU.register("DEPTHWISE_CONV_2D", dtypes=("float32", "float16"))
@@ -412,3 +446,18 @@ def transpose_conv(ctx: KernelContext) -> Run:
             act(y)
         v[o_i] = y
     return run
+
+
+@shape_rule("TRANSPOSE_CONV")
+def transposed_conv_shape(n: Node):
+    """The output shape is input 0's value; without it only its rank (input 0's length) is known. The
+    filter's last dim is the input depth (TRANSPOSE_CONV [O, KH, KW, C], CONV_3D_TRANSPOSE
+    [KD, KH, KW, O, C])."""
+    shape = n.ints(0)
+    x, w = n.shape(2), n.shape(1)
+    if x and w and x[-1] >= 0 and w[-1] >= 0 and x[-1] != w[-1]:
+        raise n.fail(f"input depth {x[-1]} differs from the filter's input depth {w[-1]}")
+    if shape is not None:
+        return [shape]
+    s = n.shape(0)
+    return [None if s is None or len(s) != 1 or s[0] < 0 else (-1,) * s[0]]

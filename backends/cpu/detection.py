@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node
 
 _F32 = np.float32
 
@@ -169,6 +170,13 @@ def non_max_suppression_v4(ctx: KernelContext) -> Run:
     """inputs (boxes [N, 4] as [y1, x1, y2, x2], scores [N], max_output_size, iou_threshold,
     score_threshold); hard NMS."""
     return _nms(ctx, soft=False)
+
+
+@shape_rule("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5")
+def nms_shape(n: Node):
+    mos = n.scalar(2)
+    sel = (mos,) if mos is not None and mos >= 0 else (-1,)
+    return [sel] * (n.n_out - 1) + [()]
 
 
 @CPU.register("NON_MAX_SUPPRESSION_V5", dtypes=("float32",))

@@ -12,12 +12,15 @@ from __future__ import annotations
 import operator
 from math import isinf
 
+
 import numpy as np
 
-from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, clip_ufunc as _clip
+from onert_py.backends.cpu._common import (NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, activated,
+                                           clip_ufunc as _clip)
 from onert_py.backends.cpu._conv_plan import ROW, chunk
 from onert_py.backends.cpu.shape import check_same_types, type_name
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends.shape_rules import Node, broadcasting
 
 
 def _check_operands(ctx: KernelContext, same_output: bool = True) -> np.dtype:
@@ -181,6 +184,18 @@ def add(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.add)
 
 
+_BINARY_VALUES = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "FLOOR_DIV": np.floor_divide,
+                  "FLOOR_MOD": np.mod, "MAXIMUM": np.maximum, "MINIMUM": np.minimum}
+
+
+@value_rule("MUL", litert=True)
+@value_rule("ADD", "SUB", "FLOOR_DIV", "FLOOR_MOD", "MAXIMUM", "MINIMUM")
+def binary_value(n: Node, v: list):
+    if n.op.opcode in ("FLOOR_DIV", "FLOOR_MOD") and not np.all(v[1]):
+        return None
+    return [activated(n.opts, _BINARY_VALUES[n.op.opcode](v[0], v[1]))]
+
+
 @CPU.register("SUB", dtypes=("float32", "float16", "int32", "int64", "int16"))
 def sub(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.sub)
@@ -289,3 +304,9 @@ def logical_and(ctx: KernelContext) -> Run:
 @CPU.register("LOGICAL_OR", dtypes=("bool",))
 def logical_or(ctx: KernelContext) -> Run:
     return _binary(ctx, np.logical_or)
+
+
+# Shape rules: the inputs' broadcast shape.
+shape_rule("ADD", "SUB", "MUL", "DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "MAXIMUM", "MINIMUM",
+           "SQUARED_DIFFERENCE", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
+           "LOGICAL_AND", "LOGICAL_OR")(broadcasting)

@@ -10,7 +10,8 @@ import numpy as np
 
 from onert_py.backends.cpu._common import Scratch, activation_of, int_divide
 from onert_py.backends.cpu.shape import check_dtype
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, need_rank, same_shape
 
 
 def _scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:
@@ -231,6 +232,17 @@ def resize_bilinear(ctx: KernelContext) -> Run:
     return _resize(ctx, _bilinear_plan, _bilinear_apply)     # float32 (other types fail in _resize)
 
 
+@shape_rule("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR")
+def resize_shape(n: Node):
+    x, size = need_rank(n, 0, 4), n.ints(1)
+    if x is None:
+        return [None]
+    if size is not None and len(size) != 2:
+        raise n.fail(f"size must hold 2 values, holds {list(size)}")
+    h, w = size if size is not None else (-1, -1)
+    return [(x[0], h, w, x[3])]
+
+
 def _nearest_axis(in_size: int, out_size: int, align: bool, half: bool):
     scale = _scale(in_size, out_size, align)
     pos = np.arange(out_size, dtype=np.float32)
@@ -320,3 +332,7 @@ def local_response_normalization(ctx: KernelContext) -> Run:
         acc *= x
         v[o_i] = acc
     return run
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION")(same_shape)

@@ -2,10 +2,13 @@
 bucketize. Out-of-range indices raise (as LiteRT's kernels fail) instead of being clamped or wrapped."""
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
 
 from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends.shape_rules import Node, Shape, axis_of, fmt, is_static, same_shape, shape_from_value
 
 
 def _check_indices(idx: np.ndarray, limit: int, what: str = "index") -> None:
@@ -39,6 +42,30 @@ def slice_(ctx: KernelContext) -> Run:
             sl.append(slice(b, e))
         v[o] = a[tuple(sl)]
     return run
+
+
+@shape_rule("SLICE")
+def slice_shape(n: Node):
+    s, begin, size = n.shape(0), n.ints(1), n.ints(2)
+    if s is None:
+        return [None]
+    declared = n.sg.tensors[n.op.outputs[0]]
+    if n.litert_quirks and declared.shape and not declared.is_dynamic:
+        # LiteRT keeps a declared static output as it is and only checks it when it can.
+        if begin is not None and size is not None and is_static(s):
+            got = _slice_shape(n, s, begin, size)
+            if got != tuple(declared.shape):
+                raise n.fail(f"slice of shape {list(got)} does not match the declared output "
+                             f"{list(declared.shape)}")
+        return [tuple(declared.shape)]
+    if begin is None or size is None:
+        return [(-1,) * len(s)]
+    return [_slice_shape(n, s, begin, size)]
+
+
+@value_rule("SLICE")
+def slice_value(n: Node, v: list):
+    return [v[0][tuple(slice(b, b + z) for b, z in zip(np.ravel(v[1]), n.engine.current_out[0]))]]
 
 
 # ----------------------------------------------------------------------------- gathers
@@ -91,6 +118,25 @@ def gather(ctx: KernelContext) -> Run:
     return run_batched
 
 
+@shape_rule("GATHER")
+def gather_shape(n: Node):
+    x, idx = n.shape(0), n.shape(1)
+    if x is None or idx is None:
+        return [None]
+    axis = axis_of(n, int(n.opts.get("axis", 0)), len(x))
+    bd = int(n.opts.get("batch_dims", 0))
+    if bd < 0:
+        bd += len(idx)
+    return [x[:axis] + idx[bd:] + x[axis + 1:]]
+
+
+@value_rule("GATHER", litert=True)
+def gather_value(n: Node, v: list):
+    if int(n.opts.get("batch_dims", 0)):
+        return None
+    return [np.take(v[0], v[1], axis=int(n.opts.get("axis", 0)))]
+
+
 @CPU.register("GATHER_ND", dtypes=("float32", "float16", "int32", "int64", "int8", "uint8", "int16",
                                    "bool", "string"))
 def gather_nd(ctx: KernelContext) -> Run:
@@ -110,6 +156,22 @@ def gather_nd(ctx: KernelContext) -> Run:
             _check_indices(idx[..., j], a.shape[j], "gather_nd index")
         v[o] = np.asarray(a[tuple(idx[..., j] for j in range(k))])
     return run
+
+
+@shape_rule("GATHER_ND")
+def gather_nd_shape(n: Node):
+    p, idx = n.shape(0), n.shape(1)
+    if p is None or idx is None or not idx or idx[-1] < 0:
+        return [None]
+    if idx[-1] > len(p):
+        raise n.fail(f"index depth {idx[-1]} exceeds the params rank {len(p)}")
+    return [idx[:-1] + p[idx[-1]:]]
+
+
+@value_rule("GATHER_ND")
+def gather_nd_value(n: Node, v: list):
+    idx = np.asarray(v[1])
+    return [np.asarray(v[0][tuple(np.moveaxis(idx, -1, 0))])]
 
 
 @CPU.register("SCATTER_ND", dtypes=("float32", "int32", "int64", "int8", "uint8", "bool"))
@@ -139,6 +201,71 @@ def scatter_nd(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("SCATTER_ND")
+def scatter_nd_shape(n: Node):
+    idx, upd, out = n.shape(0), n.shape(1), shape_from_value(n, 2)
+    if idx and is_static(out) and idx[-1] > len(out):
+        raise n.fail(f"index depth {idx[-1]} exceeds the output rank {len(out)}")
+    if idx and upd is not None and is_static(out) and idx[-1] >= 0:
+        outer = len(idx) - 1
+        want = idx[:-1] + out[idx[-1]:]
+        if len(upd) != len(want) or any(a >= 0 and b >= 0 and a != b for a, b in zip(upd, want)):
+            raise n.fail(f"updates {fmt(upd)} do not match indices {fmt(idx)} into shape {list(out)} "
+                         f"(expected {fmt(want)}; {outer} index dims)")
+    return [out]
+
+
+def strided_slice_items(options: dict, shape, begin, end, strides) -> list[tuple[int | None, Any]]:
+    """TF strided-slice semantics (the op's masks and offset applied to begin/end/strides) as a list of
+    (input dim, item): item is a slice, an int index (shrink; may be negative or out of range: the
+    caller checks against the dim) or None (a new axis, dim None). Dims an ellipsis covers and trailing
+    dims get full slices. `shape` dims may be -1 (shape inference). ValueError for a malformed spec."""
+    bm, em = int(options.get("begin_mask", 0)), int(options.get("end_mask", 0))
+    elm, nam = int(options.get("ellipsis_mask", 0)), int(options.get("new_axis_mask", 0))
+    sam, offset = int(options.get("shrink_axis_mask", 0)), bool(options.get("offset", False))
+    if not len(begin) == len(end) == len(strides):
+        raise ValueError(f"begin {list(begin)}, end {list(end)}, strides {list(strides)} differ in length")
+    items: list[tuple[int | None, Any]] = []
+    dim, ell_seen = 0, False
+    for i, (b, e, st) in enumerate(zip(begin, end, strides)):
+        if elm >> i & 1 and not ell_seen:
+            ell_seen = True
+            # dims the ellipsis covers: the rest minus those named by later sparse entries
+            later = sum(1 for j in range(i + 1, len(begin)) if not (nam >> j & 1 and not elm >> j & 1))
+            for _ in range(max(0, len(shape) - dim - later)):
+                items.append((dim, slice(None)))
+                dim += 1
+            continue
+        if elm >> i & 1:                     # a second ellipsis: a full slice of one dim
+            items.append((dim, slice(None)))
+            dim += 1
+            continue
+        if nam >> i & 1:
+            items.append((None, None))
+            continue
+        if st == 0:
+            raise ValueError("strided slice: stride must be non-zero")
+        if dim >= len(shape):
+            raise ValueError(f"strided slice spec {list(begin)} is too long for rank {len(shape)}")
+        d = shape[dim]
+        if sam >> i & 1:
+            items.append((dim, b))
+        else:
+            start = None if bm >> i & 1 else b
+            if em >> i & 1:
+                stop = None
+            elif offset:
+                stop = None if d < 0 and b < 0 else (b + d if b < 0 else b) + e
+            else:
+                stop = e
+            items.append((dim, slice(start, stop, st)))
+        dim += 1
+    while dim < len(shape):
+        items.append((dim, slice(None)))
+        dim += 1
+    return items
+
+
 @CPU.register("STRIDED_SLICE", dtypes=FIXED_TYPES + ("string",))
 def strided_slice(ctx: KernelContext) -> Run:
     """TF strided-slice semantics built as a numpy index (basic indexing: the result is a view)."""
@@ -148,50 +275,17 @@ def strided_slice(ctx: KernelContext) -> Run:
     v = ctx.values
     get_b, get_e, get_s = int_input(ctx, 1), int_input(ctx, 2), int_input(ctx, 3)
     opt = ctx.options
-    bm, em = int(opt.get("begin_mask", 0)), int(opt.get("end_mask", 0))
-    elm, nam = int(opt.get("ellipsis_mask", 0)), int(opt.get("new_axis_mask", 0))
-    sam, offset = int(opt.get("shrink_axis_mask", 0)), bool(opt.get("offset", False))
 
     def index(begin, end, strides, shape):
-        if not len(begin) == len(end) == len(strides):
-            raise ValueError(f"begin {list(begin)}, end {list(end)}, strides {list(strides)} differ in length")
-        ell_seen = False
-        idx, dim = [], 0
-        for i, (b, e, s) in enumerate(zip(begin, end, strides)):
-            if elm >> i & 1:
-                if ell_seen:                 # a second ellipsis: a full slice of one dim
-                    idx.append(slice(None))
-                    dim += 1
-                    continue
-                ell_seen = True
-                idx.append(Ellipsis)
-                # dims the ellipsis covers: the rest minus those named by later sparse entries
-                later = sum(1 for j in range(i + 1, len(begin)) if not (nam >> j & 1 and not elm >> j & 1))
-                dim += max(0, len(shape) - dim - later)
-                continue
-            if nam >> i & 1:
-                idx.append(None)
-                continue
-            if s == 0:
-                raise ValueError("strided slice: stride must be non-zero")
-            if dim >= len(shape):
-                raise ValueError(f"strided slice spec {list(begin)} too long for shape {list(shape)}")
-            d = shape[dim]
-            dim += 1
-            if sam >> i & 1:
-                k = b + d if b < 0 else b
+        idx = []
+        for dim, item in strided_slice_items(opt, shape, begin, end, strides):
+            if dim is not None and not isinstance(item, slice):   # shrink: one index of the dim
+                d = shape[dim]
+                k = item + d if item < 0 else item
                 if not 0 <= k < d:
-                    raise IndexError(f"strided slice: index {b} out of range for dim {d}")
-                idx.append(k)
-                continue
-            start = None if bm >> i & 1 else b
-            if em >> i & 1:
-                stop = None
-            elif offset:
-                stop = (b + d if b < 0 else b) + e
-            else:
-                stop = e
-            idx.append(slice(start, stop, s))
+                    raise IndexError(f"strided slice: index {item} out of range for dim {d}")
+                item = k
+            idx.append(item)
         return tuple(idx)
 
     def run() -> None:
@@ -200,6 +294,53 @@ def strided_slice(ctx: KernelContext) -> Run:
         # a full index gives a numpy scalar (the executor's rank-0 form), or a bare object for strings
         v[o] = r if isinstance(r, (np.ndarray, np.generic)) else np.array(r, dtype=object)
     return run
+
+
+def _slice_shape(n: Node, s: Shape, begin: Sequence[int], size: Sequence[int]) -> Shape:
+    if len(begin) != len(s) or len(size) != len(s):
+        raise n.fail(f"begin {list(begin)} / size {list(size)} do not match rank {len(s)}")
+    out = []
+    for b, z, d in zip(begin, size, s):
+        e = (d if d >= 0 else -1) if z == -1 else b + z
+        if b < 0 or z < -1 or (d >= 0 and (e > d or b > d)):
+            raise n.fail(f"slice begin {list(begin)} size {list(size)} is out of range")
+        out.append(e - b if e >= 0 else -1)
+    return tuple(out)
+
+
+@shape_rule("STRIDED_SLICE")
+def strided_slice_shape(n: Node):
+    s = n.shape(0)
+    b, e, st = n.ints(1), n.ints(2), n.ints(3)
+    if s is None:
+        return [None]
+    if b is None or e is None or st is None:
+        masks = sum(int(n.opts.get(k, 0)) for k in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask"))
+        return [(-1,) * len(s) if masks == 0 else None]   # without masks the rank is kept
+    out = []
+    try:
+        items = strided_slice_items(n.opts, s, b, e, st)
+    except ValueError as err:
+        raise n.fail(str(err)) from None
+    for dim, item in items:
+        if dim is None:
+            out.append(1)
+        elif isinstance(item, slice):
+            d = s[dim]
+            if d < 0:
+                out.append(-1)
+            else:
+                out.append(len(range(*item.indices(d))))
+        elif s[dim] >= 0 and not -s[dim] <= item < s[dim]:
+            raise n.fail(f"strided slice index {item} is out of range for dim {s[dim]}")
+    return [tuple(out)]
+
+
+@value_rule("STRIDED_SLICE", litert=True)
+def strided_slice_value(n: Node, v: list):
+    items = strided_slice_items(n.opts, np.shape(v[0]), *(tuple(int(x) for x in np.ravel(a)) for a in v[1:4]))
+    index = tuple(it for _, it in items)
+    return [np.asarray(v[0][index])]
 
 
 @CPU.register("DYNAMIC_UPDATE_SLICE", dtypes=FIXED_TYPES + ("complex128",))
@@ -254,6 +395,16 @@ def one_hot(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("ONE_HOT")
+def one_hot_shape(n: Node):
+    s, depth = n.shape(0), n.scalar(1)
+    if s is None:
+        return [None]
+    axis = int(n.opts.get("axis", -1))
+    a = len(s) if axis == -1 else axis_of(n, axis, len(s), extra=1)
+    return [s[:a] + (depth if depth is not None else -1,) + s[a:]]
+
+
 @CPU.register("WHERE", dtypes=("bool", "float32", "int32", "uint32", "int64", "int8", "uint8"))
 def where(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
@@ -266,6 +417,14 @@ def where(ctx: KernelContext) -> Run:
         cond = np.asarray(v[c])
         v[o] = np.argwhere(cond).astype(dt, copy=False)
     return run
+
+
+@shape_rule("WHERE")
+def where_shape(n: Node):
+    s, v = n.shape(0), n.value(0)
+    if s is None:
+        return [None]
+    return [(int(np.count_nonzero(v)) if v is not None else -1, len(s))]
 
 
 @CPU.register("UNIQUE", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16"))
@@ -287,6 +446,13 @@ def unique(ctx: KernelContext) -> Run:
         v[y] = vals[order]
         v[idx] = rank[inverse.reshape(-1)].astype(idx_dt)
     return run
+
+
+@shape_rule("UNIQUE")
+def unique_shape(n: Node):
+    s, v = n.shape(0), n.value(0)
+    count = len(np.unique(v)) if v is not None else -1
+    return [(count,), s]
 
 
 # ----------------------------------------------------------------------------- segment reductions
@@ -352,6 +518,14 @@ def segment_sum(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("SEGMENT_SUM")
+def segment_sum_shape(n: Node):
+    s, ids = n.shape(0), n.ints(1)
+    if s is None or not s:
+        return [None]
+    return [((max(ids) + 1 if ids else 0) if ids is not None else -1,) + s[1:]]
+
+
 def _register_unsorted(kind: str) -> None:
     @CPU.register(f"UNSORTED_SEGMENT_{kind}", dtypes=("float32", "int32"))
     def unsorted_segment(ctx: KernelContext) -> Run:
@@ -397,6 +571,12 @@ def embedding_lookup(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("EMBEDDING_LOOKUP")
+def embedding_lookup_shape(n: Node):
+    ids, table = n.shape(0), n.shape(1)
+    return [None if ids is None or table is None else ids[:1] + table[1:]]
+
+
 @CPU.register("SPARSE_TO_DENSE", dtypes=("float32", "int32", "int64", "int8", "uint8", "bool"))
 def sparse_to_dense(ctx: KernelContext) -> Run:
     ctx.expect_inputs(4)
@@ -424,6 +604,14 @@ def sparse_to_dense(ctx: KernelContext) -> Run:
         out[tuple(idx[:, j] for j in range(k))] = vals
         v[o] = out
     return run
+
+
+@shape_rule("SPARSE_TO_DENSE")
+def sparse_to_dense_shape(n: Node):
+    idx, out = n.shape(0), shape_from_value(n, 1)
+    if idx is not None and len(idx) == 2 and idx[1] >= 0 and out is not None and idx[1] != len(out):
+        raise n.fail(f"indices of depth {idx[1]} do not index a rank-{len(out)} output")
+    return [out]
 
 
 @CPU.register("CUMSUM", dtypes=("float32", "int32", "int64"))
@@ -469,3 +657,17 @@ def bucketize(ctx: KernelContext) -> Run:
         r = np.searchsorted(boundaries, a, side="right")
         v[o] = r.astype(dt) if isinstance(r, np.ndarray) else dt.type(r)
     return run
+
+
+@shape_rule("UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN", "UNSORTED_SEGMENT_PROD")
+def unsorted_segment_shape(n: Node):
+    s, ids, num = n.shape(0), n.shape(1), n.scalar(2)
+    if s is None or ids is None:
+        return [None]
+    if n.litert_quirks and n.value(1) is None:
+        num = None                      # LiteRT sizes the output at run time unless the ids are known
+    return [(num if num is not None else -1,) + s[len(ids):]]
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("CUMSUM", "BUCKETIZE", "DYNAMIC_UPDATE_SLICE")(same_shape)

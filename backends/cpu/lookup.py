@@ -2,13 +2,29 @@
 (LiteRT's hashtable_lookup.cc, embedding_lookup_sparse.cc, lsh_projection.cc and skip_gram.cc)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from onert_py.backends.cpu._farmhash import fingerprint64_rows
 from onert_py.backends.cpu.shape import check_dtype
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, Shape, is_static, numel
 
 _SUM, _MEAN, _SQRTN = 0, 1, 2
+
+
+def _hashtable_lookup_shapes(lookup: Sequence[int] | None, values: Sequence[int] | None) -> list:
+    """(found values, hits) shapes: one row per key looked up (read flat) of values' rows; -1 for a dim
+    that is not known, None for an unknown rank."""
+    if lookup is None:
+        rows = -1
+    elif is_static(lookup):
+        rows = numel(lookup)
+    else:
+        rows = lookup[0] if len(lookup) == 1 else -1
+    found = None if values is None or len(values) < 1 else (rows,) + tuple(values[1:])
+    return [found, (rows,)]
 
 
 @CPU.register("HASHTABLE_LOOKUP", dtypes=("float32", "float16", "float64", "int8", "uint8", "int16", "uint16",
@@ -32,17 +48,28 @@ def hashtable_lookup(ctx: KernelContext) -> Run:
         q, keys, vals = np.ravel(v[q_i]), np.ravel(v[k_i]), np.asarray(v[val_i])
         if vals.ndim < 1 or vals.shape[0] != keys.size:
             raise ValueError(f"{keys.size} keys for values of shape {list(vals.shape)}")
+        out_shape = _hashtable_lookup_shapes(q.shape, vals.shape)[0]
         pos = np.searchsorted(keys, q)
         posc = np.minimum(pos, max(keys.size - 1, 0))
         hit = (pos < keys.size) & (keys[posc] == q) if keys.size else np.zeros(q.shape, bool)
         if dt == object:
-            out = np.full((q.size,) + vals.shape[1:], b"", dtype=object)
+            out = np.full(out_shape, b"", dtype=object)
         else:
-            out = np.zeros((q.size,) + vals.shape[1:], dt)
+            out = np.zeros(out_shape, dt)
         out[hit] = vals[posc[hit]]
         v[o_i] = out
         v[h_i] = hit.astype(np.uint8)
     return run
+
+
+@shape_rule("HASHTABLE_LOOKUP")
+def hashtable_lookup_shape(n: Node) -> list[Shape | None]:
+    return _hashtable_lookup_shapes(n.shape(0), n.shape(2))
+
+
+def _sparse_output_shape(dense_shape: Sequence[int], params: Sequence[int]) -> tuple[int, ...]:
+    """dense_shape[:-1] (the rows the entries combine into) + params.shape[1:] (one embedding each)."""
+    return tuple(dense_shape[:-1]) + tuple(params[1:])
 
 
 @CPU.register("EMBEDDING_LOOKUP_SPARSE", dtypes=("float32",))
@@ -71,6 +98,7 @@ def embedding_lookup_sparse(ctx: KernelContext) -> Run:
         if n and (ids.min() < 0 or ids.max() >= params.shape[0]):
             raise IndexError(f"embedding id out of range [0, {params.shape[0]})")
         rows_shape = dense[:-1]
+        out_shape = _sparse_output_shape(dense, params.shape)
         n_rows = int(np.prod(rows_shape, dtype=np.int64))
         emb = int(np.prod(params.shape[1:], dtype=np.int64))
         flat = params.reshape(params.shape[0], emb)
@@ -91,11 +119,37 @@ def embedding_lookup_sparse(ctx: KernelContext) -> Run:
             with np.errstate(divide="ignore", invalid="ignore"):
                 scale = np.where(used, np.float32(1.0) / tot, np.float32(1.0)).astype(np.float32)
             out *= scale[:, None]
-        v[o_i] = out.reshape(tuple(rows_shape) + params.shape[1:])
+        v[o_i] = out.reshape(out_shape)
     return run
 
 
+@shape_rule("EMBEDDING_LOOKUP_SPARSE")
+def embedding_lookup_sparse_shape(n: Node) -> list[Shape | None]:
+    params, dense, ind, shp = n.shape(4), n.ints(2), n.shape(1), n.shape(2)
+    if params is None or len(params) < 1:
+        return [None]
+    if dense is not None and len(dense) >= 1 and not n.litert_quirks:   # LiteRT sizes it at run time
+        return [_sparse_output_shape(dense, params)]
+    # dense_shape's length (= indices' dim 1) gives the rank even when its values are not known.
+    r = -1
+    if dense is not None:
+        r = len(dense)
+    elif shp is not None and len(shp) == 1:
+        r = shp[0]
+    elif ind is not None and len(ind) == 2:
+        r = ind[1]
+    return [_sparse_output_shape((-1,) * r, params) if r >= 1 else None]
+
+
 _LSH_SPARSE, _LSH_DENSE = 1, 2
+
+
+def _lsh_output_shape(kind: int, hash_shape: Sequence[int]) -> tuple[int]:
+    """SPARSE: one signature per hash function [num_hash]; DENSE: every bit [num_hash * num_bits]."""
+    num_hash, num_bits = hash_shape
+    if kind == _LSH_DENSE:
+        return (num_hash * num_bits if num_hash >= 0 and num_bits >= 0 else -1,)
+    return (num_hash,)
 
 
 def _wrap_i32(x: int) -> int:
@@ -181,13 +235,13 @@ def lsh_projection(ctx: KernelContext) -> Run:
             scores[c0:c0 + chunk] = np.cumsum(h, axis=1)[:, -1]
         bits = (scores > 0).astype(np.int32).reshape(num_hash, num_bits)
         if kind == _LSH_DENSE:
-            v[o_i] = bits.reshape(-1)
+            v[o_i] = bits.reshape(_lsh_output_shape(kind, seeds.shape))
             return
         # LiteRT computes the offset as int32 `i * (1 << num_bits)`; for num_bits == 32 that shift is
         # undefined in C and x86 (LiteRT's reference platform here) masks the count to 5 bits, so the
         # offset is i * 1 there.
         step = 1 << (num_bits & 31)
-        out = np.empty(num_hash, np.int32)
+        out = np.empty(_lsh_output_shape(kind, seeds.shape), np.int32)
         for i in range(num_hash):
             sig = 0
             for b in bits[i]:
@@ -195,6 +249,14 @@ def lsh_projection(ctx: KernelContext) -> Run:
             out[i] = _wrap_i32(sig + _wrap_i32(i * step))
         v[o_i] = out
     return run
+
+
+@shape_rule("LSH_PROJECTION")
+def lsh_projection_shape(n: Node) -> list[Shape | None]:
+    h = n.shape(0)
+    if h is None or len(h) != 2 or n.opts.get("type", 0) not in (_LSH_SPARSE, _LSH_DENSE):
+        return [(-1,)]
+    return [_lsh_output_shape(int(n.opts.get("type", 0)), h)]
 
 
 _SPACE = frozenset(b" \t\n\v\f\r")       # C isspace() in the "C" locale
@@ -264,3 +326,6 @@ def skip_gram(ctx: KernelContext) -> Run:
         out[:] = grams
         v[o_i] = out
     return run
+
+
+# No shape rule: the number of skip-grams depends on the words of the sentence (the input's value).

@@ -8,7 +8,8 @@ import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
 from onert_py.backends.cpu.shape import check_same_types
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
 
 _F32 = np.dtype(np.float32)
 
@@ -126,6 +127,29 @@ def fully_connected(ctx: KernelContext) -> Run:
     return run_static
 
 
+@shape_rule("FULLY_CONNECTED")
+def fully_connected_shape(n: Node):
+    x, w = n.shape(0), n.shape(1)
+    if w is not None and len(w) != 2:
+        raise n.fail(f"weights must have rank 2, have shape {fmt(w)}")
+    units = w[0] if w is not None else -1
+    depth = w[1] if w is not None else -1
+    if bool(n.opts.get("keep_num_dims", False)):
+        if x is None:
+            return [None] * n.n_out
+        if x and x[-1] >= 0 and depth >= 0 and x[-1] != depth:
+            raise n.fail(f"the input's last dim {x[-1]} differs from the weights' depth {depth}")
+        return [x[:-1] + (units,)] * n.n_out
+    if is_static(x) and depth > 0:
+        size = numel(x)
+        if n.litert_quirks:    # LiteRT floors the row count (and reads a partial row)
+            return [(size // depth, units)] * n.n_out
+        if size % depth:
+            raise n.fail(f"{size} input elements do not split into rows of the weights' depth {depth}")
+        return [(size // depth, units)] * n.n_out
+    return [(-1, units)] * n.n_out
+
+
 def _fully_connected_widened(ctx: KernelContext, w: np.ndarray, b: np.ndarray | None, keep: bool, act) -> Run:
     """float16 FULLY_CONNECTED: float32 matmul, bias and activation, rounded to float16 once."""
     units, depth = w.shape
@@ -211,3 +235,20 @@ def batch_matmul(ctx: KernelContext) -> Run:
             b = np.swapaxes(b, -1, -2)
         v[o] = np.matmul(a, b)
     return run_dynamic
+
+
+@shape_rule("BATCH_MATMUL")
+def batch_matmul_shape(n: Node):
+    a, b = n.shape(0), n.shape(1)
+    if a is None or b is None:
+        return [None]
+    if len(a) < 2 or len(b) < 2:
+        raise n.fail("both operands need rank >= 2")
+    o = n.opts
+    adj_x = bool(o.get("adj_x", o.get("adjoint_lhs", False)))
+    adj_y = bool(o.get("adj_y", o.get("adjoint_rhs", False)))
+    m, ka = (a[-1], a[-2]) if adj_x else (a[-2], a[-1])
+    kb, cols = (b[-1], b[-2]) if adj_y else (b[-2], b[-1])
+    if ka >= 0 and kb >= 0 and ka != kb:
+        raise n.fail(f"contraction dims differ: {ka} vs {kb}")
+    return [broadcast(n, a[:-2], b[:-2]) + (m, cols)]

@@ -8,15 +8,22 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
-from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code
+from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code, transposed_conv_shape
 from onert_py.backends.cpu.shape import check_dtype, int_input
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.cpu.stablehlo import window_output_size
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, Shape, same_shape
 
 _DILATE_TYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
                  "uint32", "uint64", "bool", "complex64", "complex128")
 
 
 # ----------------------------------------------------------------------------- DILATE
+
+def _dilated_shape(shape: Shape, factors: tuple[int, ...]) -> Shape:
+    """(s - 1) * d + 1 per dim: d - 1 new elements between neighbours (0 stays 0, unknown -1 stays -1)."""
+    return tuple(s if s <= 0 else (s - 1) * f + 1 for s, f in zip(shape, factors))
+
 
 @CPU.register("DILATE", dtypes=_DILATE_TYPES)
 def dilate(ctx: KernelContext) -> Run:
@@ -39,11 +46,21 @@ def dilate(ctx: KernelContext) -> Run:
             raise ValueError(f"{len(d)} dilation factors for an input of rank {x.ndim}")
         if min(d) < 1:
             raise ValueError(f"dilation factors must be >= 1, got {list(d)}")
-        shape = tuple((s - 1) * f + 1 if s > 0 else 0 for s, f in zip(x.shape, d))
+        shape = _dilated_shape(x.shape, d)
         out = np.full(shape, np.asarray(v[p_i], dtype=dt).reshape(()), dtype=dt)
         out[tuple(slice(None, None, f) for f in d)] = x
         v[o_i] = out
     return run
+
+
+@shape_rule("DILATE")
+def dilate_shape(n: Node) -> list[Shape | None]:
+    s, d = n.shape(0), n.ints(1)
+    if s is None:
+        return [None]
+    if d is None or len(d) != len(s) or min(d, default=1) < 1:   # known only from the dilations' values
+        return [(-1,) * len(s)]
+    return [_dilated_shape(s, d)]
 
 
 # ----------------------------------------------------------------------------- REDUCE_WINDOW
@@ -95,8 +112,7 @@ def reduce_window(ctx: KernelContext) -> Run:
         x = np.asarray(v[x_i])
         if x.ndim != rank:
             raise ValueError(f"input rank {x.ndim}, expected {rank}")
-        out_shape = tuple(0 if s < (w - 1) * dl + 1 else (s - ((w - 1) * dl + 1)) // st + 1
-                          for s, w, st, dl in zip(x.shape, win, strides, dils))
+        out_shape = tuple(window_output_size(s, w, st, dl) for s, w, st, dl in zip(x.shape, win, strides, dils))
         acc = np.full(out_shape, np.asarray(v[init_i], dtype=dt).reshape(()), dtype=dt)
         if acc.size:
             for tap in taps:
@@ -105,6 +121,17 @@ def reduce_window(ctx: KernelContext) -> Run:
                 acc = fn(acc, x[sl]).astype(dt, copy=False)
         v[o_i] = acc
     return run
+
+
+@shape_rule("REDUCE_WINDOW")
+def reduce_window_shape(n: Node) -> list[Shape | None]:
+    s = n.shape(0)
+    if s is None:
+        return [None]
+    win, strides, dils = (n.ints(k) for k in (2, 3, 4))
+    if any(p is None or len(p) != len(s) for p in (win, strides, dils)) or min(strides + dils, default=1) < 1:
+        return [(-1,) * len(s)]     # the kernel needs them constant (and valid)
+    return [tuple(window_output_size(*a) for a in zip(s, win, strides, dils))]
 
 
 # ----------------------------------------------------------------------------- CONV_3D_TRANSPOSE
@@ -168,6 +195,9 @@ def conv_3d_transpose(ctx: KernelContext) -> Run:
             act(y)
         v[o_i] = y
     return run
+
+
+shape_rule("CONV_3D_TRANSPOSE")(transposed_conv_shape)
 
 
 # ----------------------------------------------------------------------------- FAKE_QUANT
@@ -234,3 +264,17 @@ def rfft2d(ctx: KernelContext) -> Run:
             raise ValueError(f"fft_length {list(fl)} must be powers of two")
         v[o_i] = np.fft.rfft2(x.astype(np.float64), s=fl, axes=(-2, -1)).astype(np.complex64)
     return run
+
+
+@shape_rule("RFFT2D")
+def rfft2d_shape(n: Node):
+    s, fl = n.shape(0), n.ints(1)
+    if s is None or len(s) < 2:
+        return [None]
+    if fl is None or len(fl) != 2:
+        return [s[:-2] + (-1, -1)]
+    return [s[:-2] + (fl[0], fl[1] // 2 + 1)]
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("FAKE_QUANT")(same_shape)

@@ -16,7 +16,8 @@ import numpy as np
 from onert_py.backends.cpu._common import NONE, activation_of, int_divide
 from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code
 from onert_py.backends.cpu.shape import check_dtype
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, need_rank
 
 _F32 = np.dtype(np.float32)
 # Windows up to this many taps along an axis are combined tap by tap (one binary ufunc call each);
@@ -241,6 +242,17 @@ def _pool_other(ctx: KernelContext, kind: str, dt: np.dtype, kh: int, kw: int, s
 @CPU.register("AVERAGE_POOL_2D", dtypes=("float32", "float16", "int8", "uint8", "int16"))
 def average_pool_2d(ctx: KernelContext) -> Run:
     return _pool(ctx, "avg")
+
+
+@shape_rule("AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D")
+def pool_shape(n: Node):
+    x = need_rank(n, 0, 4)
+    if x is None:
+        return [None]
+    o, p = n.opts, int(n.opts.get("padding", 0))
+    oh = conv_output_size(x[1], int(o.get("filter_height", 1)), int(o.get("stride_h", 1)), 1, p)
+    ow = conv_output_size(x[2], int(o.get("filter_width", 1)), int(o.get("stride_w", 1)), 1, p)
+    return [(x[0], oh, ow, x[3])]
 
 
 @CPU.register("MAX_POOL_2D", dtypes=("float32", "int8", "uint8", "int16"))

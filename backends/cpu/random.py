@@ -21,7 +21,8 @@ import numpy as np
 
 from onert_py.backends.cpu.shape import int_input
 from onert_py.backends.cpu.stablehlo import _philox4x32
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, shape_from_value
 
 _M32, _M128 = (1 << 32) - 1, (1 << 128) - 1
 
@@ -89,7 +90,7 @@ def _shaped(ctx: KernelContext, sample) -> Run:
     return run
 
 
-@CPU.register("RANDOM_UNIFORM", dtypes=("float32",))
+@CPU.register("RANDOM_UNIFORM", dtypes=("float32",), foldable=False)
 def random_uniform(ctx: KernelContext) -> Run:
     """Uniform floats in [0, 1) of the shape given by input 0."""
     return _shaped(ctx, _uint32_to_float)
@@ -105,13 +106,18 @@ def _box_muller(w: np.ndarray) -> np.ndarray:
     return out
 
 
-@CPU.register("RANDOM_STANDARD_NORMAL", dtypes=("float32",))
+@CPU.register("RANDOM_STANDARD_NORMAL", dtypes=("float32",), foldable=False)
 def random_standard_normal(ctx: KernelContext) -> Run:
     """Standard normal floats of the shape given by input 0 (Box-Muller)."""
     return _shaped(ctx, _box_muller)
 
 
-@CPU.register("MULTINOMIAL", dtypes=("int32", "int64"))
+@shape_rule("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL")
+def random_shape(n: Node):
+    return [shape_from_value(n, 0)]      # input 0 holds the output shape
+
+
+@CPU.register("MULTINOMIAL", dtypes=("int32", "int64"), foldable=False)
 def multinomial(ctx: KernelContext) -> Run:
     """inputs (logits float32 [batch, classes], num_samples int32 scalar) -> [batch, num_samples]."""
     ctx.expect_inputs(2)
@@ -150,3 +156,9 @@ def multinomial(ctx: KernelContext) -> Run:
             out[b] = np.searchsorted(cdf, u[b] * cdf[-1], side="right")
         v[o_i] = out
     return run
+
+
+@shape_rule("MULTINOMIAL")
+def multinomial_shape(n: Node):
+    s, k = n.shape(0), n.scalar(1)
+    return [None if s is None or len(s) != 2 else (s[0], k if k is not None else -1)]

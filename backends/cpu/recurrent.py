@@ -22,7 +22,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.backends.cpu._common import fused_activation
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, Shape
 
 _F32 = np.dtype(np.float32)
 _ONE = np.float32(1)
@@ -82,6 +83,32 @@ def _state_slot(ctx: KernelContext, i: int, name: str, shape: Sequence[int]) -> 
     return ctx.inputs[i]
 
 
+def _sequence_output_shape(x_shape: Sequence[int], units: int) -> tuple[int, ...]:
+    """A sequence op's output: its input's two leading dims ([T, B] or [B, T]), then `units`."""
+    return tuple(x_shape[:2]) + (units,)
+
+
+def _step_output(n: Node, units: int) -> Shape | None:
+    """Shape rule part: [B, units] of a one-step op (input [B, in]); None for an input that is not 2-D."""
+    x = n.shape(0)
+    if x is None:
+        return (-1, units)
+    return (x[0], units) if len(x) == 2 else None
+
+
+def _sequence_output(n: Node, units: int) -> Shape | None:
+    """Shape rule part: a sequence op's output for `units` (-1 when unknown); None for a non rank-3 input."""
+    x = n.shape(0)
+    if x is None:
+        return (-1, -1, units)
+    return _sequence_output_shape(x, units) if len(x) == 3 else None
+
+
+def _outputs(n: Node, shapes: list) -> list:
+    """`shapes` for the op's outputs; outputs the kernel does not write stay unknown."""
+    return (shapes + [None] * n.n_out)[:n.n_out]
+
+
 def _sequence_dims(ctx: KernelContext, i: int = 0) -> tuple[int, int, int]:
     """(time, batch, features) of a rank-3 sequence input, per the time_major option."""
     shape = tuple(ctx.input_tensor(i).shape)
@@ -91,6 +118,14 @@ def _sequence_dims(ctx: KernelContext, i: int = 0) -> tuple[int, int, int]:
 
 
 # ------------------------------------------------------------------------------------------------- LSTM
+
+def _lstm_n_output(w_forget: Sequence[int] | None, projection: Sequence[int] | None) -> int:
+    """An LSTM direction's output size: the projection's rows, else n_cell (input_to_forget_weights'
+    rows); -1 when the weights' shapes do not tell."""
+    if projection is not None:
+        return int(projection[0]) if len(projection) == 2 else -1
+    return int(w_forget[0]) if w_forget is not None and len(w_forget) == 2 else -1
+
 
 class _LstmCell:
     """One direction of an LSTM: `project(x2d, aux2d)` for the input side of a whole sequence, `step`."""
@@ -112,7 +147,7 @@ class _LstmCell:
         self.k = k = len(gates)
         names = ("input", "forget", "cell", "output")
         p_w = _weight(ctx, proj[0], "projection_weights", optional=True)
-        n_output = p_w.shape[0] if p_w is not None else n_cell
+        n_output = _lstm_n_output(w_f.shape, None if p_w is None else p_w.shape)
         if p_w is not None and p_w.shape != (n_output, n_cell):
             raise ctx.fail(f"projection_weights has shape {list(p_w.shape)}, expected [n_output, {n_cell}]")
         self.n_cell, self.n_output = n_cell, n_output
@@ -257,13 +292,18 @@ def unidirectional_sequence_lstm(ctx: KernelContext) -> Run:
         lead = x.shape[:2]
         b = lead[1] if time_major else lead[0]
         xw = cell.project(x.reshape(-1, x.shape[2])).reshape(lead + (-1,))
-        out = np.empty(lead + (n_out,), _F32)
+        out = np.empty(_sequence_output_shape(x.shape, n_out), _F32)
         h = np.reshape(v[h_i], (b, n_out))
         c = np.reshape(v[c_i], (b, cell.n_cell))
         h, c = _run_sequence(cell, xw, h, c, out, time_major)
         v[h_i], v[c_i] = h, c
         v[o] = out
     return run
+
+
+@shape_rule("UNIDIRECTIONAL_SEQUENCE_LSTM")
+def unidirectional_sequence_lstm_shape(n: Node) -> list[Shape | None]:
+    return _outputs(n, [_sequence_output(n, _lstm_n_output(n.shape(_W[1]), n.shape(_PROJ[0])))])
 
 
 @CPU.register("LSTM", dtypes=("float32",))
@@ -287,6 +327,11 @@ def lstm(ctx: KernelContext) -> Run:
         v[h_i], v[c_i] = h, c
         v[outs[0]] = h
     return run
+
+
+@shape_rule("LSTM")
+def lstm_shape(n: Node) -> list[Shape | None]:
+    return _outputs(n, [_step_output(n, _lstm_n_output(n.shape(_W[1]), n.shape(_PROJ[0])))])
 
 
 @CPU.register("BIDIRECTIONAL_SEQUENCE_LSTM", dtypes=("float32",))
@@ -333,10 +378,11 @@ def bidirectional_sequence_lstm(ctx: KernelContext) -> Run:
         xw_b = bw.project(xb.reshape(-1, xb.shape[2]), aux2d).reshape(lead + (-1,))
         hf, cf, hb, cb = (v[s] for s in states)
         if merge:
-            out_f = out_b = np.empty(lead + (nf + nb,), _F32)
+            out_f = out_b = np.empty(_sequence_output_shape(x.shape, nf + nb), _F32)
             lo = nf
         else:
-            out_f, out_b, lo = np.empty(lead + (nf,), _F32), np.empty(lead + (nb,), _F32), 0
+            out_f, out_b = (np.empty(_sequence_output_shape(x.shape, k), _F32) for k in (nf, nb))
+            lo = 0
         hf, cf = _run_sequence(fw, xw_f, np.reshape(hf, (b, nf)), np.reshape(cf, (b, fw.n_cell)), out_f,
                                time_major, lo=0, hi=nf)
         hb, cb = _run_sequence(bw, xw_b, np.reshape(hb, (b, nb)), np.reshape(cb, (b, bw.n_cell)), out_b,
@@ -349,7 +395,26 @@ def bidirectional_sequence_lstm(ctx: KernelContext) -> Run:
     return run
 
 
+def _bidirectional_outputs(n: Node, nf: int, nb: int) -> list:
+    """Shape rule part: [fw, bw] sequence outputs, or one of nf + nb features with merge_outputs."""
+    if bool(n.opts.get("merge_outputs", False)):
+        return _outputs(n, [_sequence_output(n, nf + nb if nf >= 0 and nb >= 0 else -1)])
+    return _outputs(n, [_sequence_output(n, nf), _sequence_output(n, nb)])
+
+
+@shape_rule("BIDIRECTIONAL_SEQUENCE_LSTM")
+def bidirectional_sequence_lstm_shape(n: Node) -> list[Shape | None]:
+    bw = 17     # the backward direction's inputs follow the forward one's 17
+    return _bidirectional_outputs(n, _lstm_n_output(n.shape(_W[1]), n.shape(_PROJ[0])),
+                                  _lstm_n_output(n.shape(_W[1] + bw), n.shape(_PROJ[0] + bw)))
+
+
 # -------------------------------------------------------------------------------------------------- RNN
+
+def _rnn_units(w_shape: Sequence[int] | None) -> int:
+    """An RNN's units: the rows of its input weights [units, input] (-1 when they do not tell)."""
+    return int(w_shape[0]) if w_shape is not None and len(w_shape) == 2 else -1
+
 
 class _RnnCell:
     """h' = act(W x [+ W_aux aux] + R h + b), W x + b precomputed for the whole sequence."""
@@ -359,7 +424,7 @@ class _RnnCell:
         wt = _weight(ctx, w, "input_weights")
         if wt.ndim != 2 or wt.shape[1] != n_input:
             raise ctx.fail(f"input weights have shape {list(wt.shape)}, expected [units, {n_input}]")
-        units = wt.shape[0]
+        units = _rnn_units(wt.shape)
         self.units = units
         self.w = np.ascontiguousarray(wt.T)
         self.r = np.ascontiguousarray(_weight(ctx, r, "recurrent_weights", (units, units)).T)
@@ -407,6 +472,11 @@ def rnn(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("RNN")
+def rnn_shape(n: Node) -> list[Shape | None]:
+    return _outputs(n, [_step_output(n, _rnn_units(n.shape(1)))])
+
+
 @CPU.register("UNIDIRECTIONAL_SEQUENCE_RNN", dtypes=("float32",))
 def unidirectional_sequence_rnn(ctx: KernelContext) -> Run:
     """RNN over [T, B, in] (time_major) or [B, T, in]; output the hidden state of every step."""
@@ -422,11 +492,16 @@ def unidirectional_sequence_rnn(ctx: KernelContext) -> Run:
         lead = x.shape[:2]
         b = lead[1] if time_major else lead[0]
         xw = cell.project(x.reshape(-1, x.shape[2])).reshape(lead + (units,))
-        out = np.empty(lead + (units,), _F32)
+        out = np.empty(_sequence_output_shape(x.shape, units), _F32)
         h, _ = _run_sequence(cell, xw, np.reshape(v[h_i], (b, units)), None, out, time_major)
         v[h_i] = h
         v[o] = out
     return run
+
+
+@shape_rule("UNIDIRECTIONAL_SEQUENCE_RNN")
+def unidirectional_sequence_rnn_shape(n: Node) -> list[Shape | None]:
+    return _outputs(n, [_sequence_output(n, _rnn_units(n.shape(1)))])
 
 
 @CPU.register("BIDIRECTIONAL_SEQUENCE_RNN", dtypes=("float32",))
@@ -465,10 +540,11 @@ def bidirectional_sequence_rnn(ctx: KernelContext) -> Run:
         xw_f = fw.project(x.reshape(-1, x.shape[2]), aux2d).reshape(lead + (nf,))
         xw_b = bw.project(xb.reshape(-1, xb.shape[2]), aux2d).reshape(lead + (nb,))
         if merge:
-            out_f = out_b = np.empty(lead + (nf + nb,), _F32)
+            out_f = out_b = np.empty(_sequence_output_shape(x.shape, nf + nb), _F32)
             lo = nf
         else:
-            out_f, out_b, lo = np.empty(lead + (nf,), _F32), np.empty(lead + (nb,), _F32), 0
+            out_f, out_b = (np.empty(_sequence_output_shape(x.shape, k), _F32) for k in (nf, nb))
+            lo = 0
         hf, _ = _run_sequence(fw, xw_f, np.reshape(v[hf_i], (b, nf)), None, out_f, time_major, lo=0, hi=nf)
         hb, _ = _run_sequence(bw, xw_b, np.reshape(v[hb_i], (b, nb)), None, out_b, time_major, reverse=True,
                               lo=lo, hi=lo + nb)
@@ -479,7 +555,17 @@ def bidirectional_sequence_rnn(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("BIDIRECTIONAL_SEQUENCE_RNN")
+def bidirectional_sequence_rnn_shape(n: Node) -> list[Shape | None]:
+    return _bidirectional_outputs(n, _rnn_units(n.shape(1)), _rnn_units(n.shape(5)))
+
+
 # ------------------------------------------------------------------------------------------------- SVDF
+
+def _svdf_units(filters: int, rank: int) -> int:
+    """Output units of a rank-`rank` SVDF: filters // rank; -1 unless rank is positive and divides them."""
+    return filters // rank if rank > 0 and filters >= 0 and filters % rank == 0 else -1
+
 
 @CPU.register("SVDF", dtypes=("float32",))
 def svdf(ctx: KernelContext) -> Run:
@@ -496,9 +582,9 @@ def svdf(ctx: KernelContext) -> Run:
     if w_f.ndim != 2 or w_f.shape[1] != n_input:
         raise ctx.fail(f"weights_feature has shape {list(w_f.shape)}, expected [filters, {n_input}]")
     filters = w_f.shape[0]
-    if rank <= 0 or filters % rank:
+    units = _svdf_units(filters, rank)
+    if units < 0:
         raise ctx.fail(f"rank {rank} must be positive and divide the number of filters {filters}")
-    units = filters // rank
     w_t = _weight(ctx, 2, "weights_time")
     if w_t.ndim != 2 or w_t.shape[0] != filters:
         raise ctx.fail(f"weights_time has shape {list(w_t.shape)}, expected [{filters}, memory_size]")
@@ -528,3 +614,10 @@ def svdf(ctx: KernelContext) -> Run:
         v[s_i] = state.reshape((b, filters * memory) if b != batch else state_shape)
         v[o] = y
     return run
+
+
+@shape_rule("SVDF")
+def svdf_shape(n: Node) -> list[Shape | None]:
+    w_f = n.shape(1)
+    filters = w_f[0] if w_f is not None and len(w_f) == 2 else -1
+    return _outputs(n, [_step_output(n, _svdf_units(filters, int(n.opts.get("rank", 0))))])

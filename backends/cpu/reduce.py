@@ -10,7 +10,8 @@ from typing import Callable
 import numpy as np
 
 from onert_py.backends.cpu._common import int_divide
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends.shape_rules import Node, axis_of, unknown_like
 
 _INT_AND_FLOAT = ("float32", "int32", "int64")
 # float16 reductions run on LiteRT's default XNNPACK delegate only (its builtin kernels reject them),
@@ -180,10 +181,38 @@ def sum_(ctx: KernelContext) -> Run:
     return _reducer(ctx, _SUM_TYPES, _ufunc_reduce(np.add))
 
 
+@shape_rule("SUM", "MEAN", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL")
+def reduce_shape(n: Node):
+    s, axes = n.shape(0), n.ints(1)
+    keep = bool(n.opts.get("keep_dims", False))
+    if s is None:
+        return [None]
+    if axes is None:
+        return [unknown_like(s) if keep else None]
+    picked = {axis_of(n, a, len(s)) for a in axes} if s else set()
+    if keep:
+        return [tuple(1 if k in picked else d for k, d in enumerate(s))]
+    return [tuple(d for k, d in enumerate(s) if k not in picked)]
+
+
 @CPU.register("REDUCE_PROD", dtypes=_PROD_TYPES)
 def reduce_prod(ctx: KernelContext) -> Run:
     _not_quantized(ctx)   # quantized products rescale every partial product: a different kernel
     return _reducer(ctx, _PROD_TYPES, _ufunc_reduce(np.multiply))
+
+
+_REDUCERS = {"REDUCE_PROD": np.prod, "SUM": np.sum, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min}
+
+
+@value_rule("REDUCE_PROD", litert=True)
+@value_rule("SUM", "REDUCE_MAX", "REDUCE_MIN")
+def reduce_value(n: Node, v: list):
+    x = np.asarray(v[0])
+    axes = tuple(int(a) % x.ndim for a in np.ravel(v[1])) if x.ndim else ()
+    if x.size == 0 and n.op.opcode in ("REDUCE_MAX", "REDUCE_MIN"):
+        return None
+    return [_REDUCERS[n.op.opcode](x, axis=tuple(sorted(set(axes))),
+                                   keepdims=bool(n.opts.get("keep_dims", False))).astype(x.dtype)]
 
 
 def _litert_nan_extremum(ufunc: np.ufunc, x: np.ndarray, axes: tuple[int, ...], r):
@@ -374,6 +403,17 @@ def arg_max(ctx: KernelContext) -> Run:
     return _arg(ctx, True)
 
 
+@shape_rule("ARG_MAX", "ARG_MIN")
+def arg_shape(n: Node):
+    s, axis = n.shape(0), n.scalar(1)
+    if s is None:
+        return [None]
+    if axis is None:
+        return [(-1,) * max(len(s) - 1, 0)]
+    a = axis_of(n, axis, len(s))
+    return [s[:a] + s[a + 1:]]
+
+
 @CPU.register("ARG_MIN", dtypes=_ARG_TYPES)
 def arg_min(ctx: KernelContext) -> Run:
     return _arg(ctx, False)
@@ -438,3 +478,14 @@ def topk_v2(ctx: KernelContext) -> Run:
         v[vo] = np.take_along_axis(x, order, axis=-1)
         v[io] = order.astype(idx_dt)
     return run
+
+
+@shape_rule("TOPK_V2")
+def topk_shape(n: Node):
+    s, k = n.shape(0), n.scalar(1)
+    if s is None or not s:
+        return [None, None]
+    if k is not None and s[-1] >= 0 and k > s[-1]:
+        raise n.fail(f"k={k} is larger than the last dim")
+    out = s[:-1] + (k if k is not None else -1,)
+    return [out, out]

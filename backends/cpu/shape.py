@@ -5,9 +5,12 @@ otherwise. Reshaping ops return views of their input (nobody writes into them).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends.shape_rules import Node, axis_of, broadcast, is_static, scalar_output, shape_from_value
 
 ALL_TYPES = ("float32", "float16", "float64", "int32", "int64", "int8", "uint8", "int16", "uint16",
              "uint32", "uint64", "bool", "string", "complex64", "complex128")
@@ -78,26 +81,30 @@ def _empty_constant(ctx: KernelContext, i: int) -> bool:
     return not any(t.index in op.outputs for op in ctx.subgraph.operations)
 
 
-def resolve_shape(shape, in_shape: tuple[int, ...]) -> tuple[int, ...]:
-    """TFLite's reshape rule: at most one -1, whose size comes from the other dims (zeros ignored)."""
+def resolve_shape(shape, in_shape: tuple[int, ...] | None) -> tuple[int, ...]:
+    """TFLite's reshape rule: at most one -1, whose size comes from the other dims (zeros ignored).
+    With an input shape not fully known (None, or -1 dims: shape inference) only the target's form is
+    checked and its -1 stays."""
     shape = list(shape)
-    size = in_nonzero = 1
-    for d in in_shape:
-        size *= d
-        in_nonzero *= d or 1
     stretch = -1
     known = nonzero = 1
     for k, d in enumerate(shape):
         if d == -1:
             if stretch != -1:
-                raise ValueError(f"shape {shape} has more than one -1")
+                raise ValueError(f"new shape {shape} has more than one -1")
             stretch = k
             continue
         if d < 0:
-            raise ValueError(f"shape {shape} has a negative dimension")
+            raise ValueError(f"new shape {shape} has a negative dimension")
         known *= d
         if d != 0:
             nonzero *= d
+    if in_shape is None or any(d < 0 for d in in_shape):
+        return tuple(shape)
+    size = in_nonzero = 1
+    for d in in_shape:
+        size *= d
+        in_nonzero *= d or 1
     if stretch != -1:
         if size == 0 and known != 0:
             shape[stretch] = 0
@@ -109,6 +116,18 @@ def resolve_shape(shape, in_shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _reads_shape_tensor(dtype: np.dtype, shape) -> bool:
+    """LiteRT (2.3) reads RESHAPE's shape tensor when it is int32 and vector-like (a scalar, or every
+    dim but the last is 1), flattened; otherwise it uses the `new_shape` option."""
+    return dtype == np.int32 and shape is not None and all(d == 1 for d in shape[:-1])
+
+
+def _new_shape_option(options: dict) -> tuple[int, ...]:
+    """RESHAPE's `new_shape` option, where the legacy [0] means a scalar."""
+    new_shape = tuple(int(d) for d in options.get("new_shape", ()) or ())
+    return () if new_shape == (0,) else new_shape
+
+
 @CPU.register("RESHAPE", dtypes=ALL_TYPES)
 def reshape(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1, 2)
@@ -116,16 +135,10 @@ def reshape(ctx: KernelContext) -> Run:
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     shape_t = ctx.input_tensor(1) if len(ctx.inputs) == 2 else None
-    # LiteRT (2.3) reads the shape tensor when it is int32 and vector-like (a scalar, or every dim but
-    # the last is 1), flattened; otherwise it uses the `new_shape` option, where the legacy [0] means
-    # a scalar.
-    if (shape_t is not None and shape_t.dtype == np.int32
-            and int(np.prod(shape_t.shape[:-1], dtype=np.int64)) == 1):
+    if shape_t is not None and _reads_shape_tensor(shape_t.dtype, shape_t.shape):
         get_shape = int_input(ctx, 1)
     else:
-        new_shape = tuple(int(d) for d in ctx.options.get("new_shape", ()) or ())
-        if new_shape == (0,):
-            new_shape = ()
+        new_shape = _new_shape_option(ctx.options)
         get_shape = lambda: new_shape  # noqa: E731
 
     def run() -> None:
@@ -150,6 +163,29 @@ def reshape(ctx: KernelContext) -> Run:
             return run()
         v[o] = a.reshape(target)
     return run_static
+
+
+@shape_rule("RESHAPE")
+def reshape_shape(n: Node):
+    st = n.shape(1) if len(n.op.inputs) == 2 else None
+    if n.has(1) and n.in_dtype(1) == np.int32 and st is None:
+        return [None]
+    if n.has(1) and _reads_shape_tensor(n.in_dtype(1), st):
+        target = n.ints(1)
+        if target is None:    # a computed shape: only its length is known (when it is)
+            return [(-1,) * (st[-1] if st else 1)] if not st or st[-1] >= 0 else [None]
+    else:
+        target = _new_shape_option(n.opts)
+    try:
+        return [resolve_shape(target, n.shape(0))]
+    except ValueError as e:
+        raise n.fail(str(e)) from None
+
+
+@value_rule("RESHAPE", litert=True)
+@value_rule("SQUEEZE", "EXPAND_DIMS")
+def reshape_value(n: Node, v: list):
+    return [np.reshape(v[0], n.engine.current_out[0])]
 
 
 @CPU.register("SQUEEZE", dtypes=ALL_TYPES)
@@ -178,6 +214,21 @@ def squeeze(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("SQUEEZE")
+def squeeze_shape(n: Node):
+    s = n.shape(0)
+    if s is None:
+        return [None]
+    dims = [int(d) for d in (n.opts.get("squeeze_dims") or ())]
+    if not dims:
+        return [tuple(d for d in s if d != 1)] if is_static(s) else [None]
+    picked = {axis_of(n, d, len(s)) for d in dims}
+    for k in picked:
+        if s[k] >= 0 and s[k] != 1:
+            raise n.fail(f"cannot squeeze dim {k} of size {s[k]}")
+    return [tuple(d for k, d in enumerate(s) if k not in picked)]
+
+
 @CPU.register("EXPAND_DIMS", dtypes=ALL_TYPES)
 def expand_dims(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
@@ -201,6 +252,17 @@ def expand_dims(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("EXPAND_DIMS")
+def expand_dims_shape(n: Node):
+    s, axis = n.shape(0), n.scalar(1)
+    if s is None:
+        return [None]
+    if axis is None:
+        return [(-1,) * (len(s) + 1)]
+    a = axis_of(n, axis, len(s), extra=1)
+    return [s[:a] + (1,) + s[a:]]
+
+
 @CPU.register("SHAPE", dtypes=ALL_TYPES)
 def shape(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
@@ -216,6 +278,19 @@ def shape(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("SHAPE")
+def shape_shape(n: Node):
+    s = n.shape(0)
+    return [None if s is None else (len(s),)]
+
+
+@value_rule("SHAPE", litert=True, reads_values=False)
+def shape_value(n: Node, v: list):
+    if not is_static(n.shape(0)):
+        return None
+    return [np.array(n.shape(0), dtype=n.out_dtype())]
+
+
 @CPU.register("RANK", dtypes=ALL_TYPES)
 def rank(ctx: KernelContext) -> Run:
     ctx.expect_inputs(1)
@@ -227,6 +302,16 @@ def rank(ctx: KernelContext) -> Run:
     def run() -> None:
         v[o] = np.array(np.ndim(v[x]), dtype=dt)
     return run
+
+
+shape_rule("RANK")(scalar_output)
+
+
+@value_rule("RANK", litert=True, reads_values=False)
+def rank_value(n: Node, v: list):
+    if n.shape(0) is None:
+        return None
+    return [np.array(len(n.shape(0)), dtype=n.out_dtype())]
 
 
 @CPU.register("BROADCAST_TO", dtypes=ALL_TYPES)
@@ -244,6 +329,15 @@ def broadcast_to(ctx: KernelContext) -> Run:
             raise ValueError(f"cannot broadcast shape {a.shape} to the lower rank shape {list(shp)}")
         v[o] = np.broadcast_to(a, shp)
     return run
+
+
+@shape_rule("BROADCAST_TO")
+def broadcast_to_shape(n: Node):
+    target = shape_from_value(n, 1)
+    if is_static(target) and n.shape(0) is not None:
+        if len(n.shape(0)) > len(target) or broadcast(n, n.shape(0), target) != target:
+            raise n.fail(f"cannot broadcast to {list(target)}")
+    return [target]
 
 
 @CPU.register("BROADCAST_ARGS", dtypes=("int32", "int64"))
@@ -269,6 +363,19 @@ def broadcast_args(ctx: KernelContext) -> Run:
     return run
 
 
+@shape_rule("BROADCAST_ARGS")
+def broadcast_args_shape(n: Node):
+    a, b = n.shape(0), n.shape(1)
+    if a is None or b is None or len(a) != 1 or len(b) != 1 or a[0] < 0 or b[0] < 0:
+        return [(-1,)]
+    return [(max(a[0], b[0]),)]
+
+
+@value_rule("BROADCAST_ARGS")
+def broadcast_args_value(n: Node, v: list):
+    return [np.array(np.broadcast_shapes(tuple(np.ravel(v[0])), tuple(np.ravel(v[1]))))]
+
+
 @CPU.register("FILL", dtypes=FIXED_TYPES + ("string",))
 def fill(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
@@ -288,6 +395,16 @@ def fill(ctx: KernelContext) -> Run:
             raise ValueError(f"FILL value must be a scalar, has shape {value.shape}")
         v[o] = np.full(dims, value.reshape(()), dtype=dt)
     return run
+
+
+@shape_rule("FILL")
+def fill_shape(n: Node):
+    return [shape_from_value(n, 0)]
+
+
+@value_rule("FILL")
+def fill_value(n: Node, v: list):
+    return [np.full(n.engine.current_out[0], np.ravel(v[1])[0])]
 
 
 @CPU.register("RANGE", dtypes=("float32", "int32", "int64", "int8", "int16"))
@@ -318,3 +435,21 @@ def range_(ctx: KernelContext) -> Run:
                 steps[0] = f(start)
             v[o] = np.cumsum(steps, dtype=dt)
     return run
+
+
+@shape_rule("RANGE")
+def range_shape(n: Node):
+    vals = [n.value(i) for i in range(3)]
+    if any(v is None for v in vals):
+        return [(-1,)]
+    start, limit, delta = (np.ravel(v)[0].item() for v in vals)
+    if delta == 0 or (limit - start) * delta < 0:
+        raise n.fail(f"range({start}, {limit}, {delta}) is empty or endless")
+    if all(isinstance(x, int) for x in (start, limit, delta)):
+        return [((abs(limit - start) + abs(delta) - 1) // abs(delta),)]
+    return [(int(math.ceil(abs((limit - start) / delta))),)]
+
+
+@value_rule("RANGE", litert=True)
+def range_value(n: Node, v: list):
+    return [np.arange(np.ravel(v[0])[0], np.ravel(v[1])[0], np.ravel(v[2])[0])]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu.shape import check_dtype, check_same_types
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, Shape, broadcasting, same_shape
 
 _INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _NUM_TYPES = ("float32", "float64", "float16") + _INT_TYPES
@@ -64,16 +65,31 @@ def stablehlo_shift_left(ctx: KernelContext) -> Run:
     return _binary(ctx, np.left_shift)
 
 
-def _ints(ctx: KernelContext, key: str, n: int | None = None, default: int = 0) -> tuple[int, ...]:
-    value = ctx.options.get(key)
+def _opt_ints(options: dict, key: str, n: int | None = None, default: int = 0) -> tuple[int, ...] | None:
+    """Integer-list option `key`: `n` times `default` when absent, None when it has not `n` entries."""
+    value = options.get(key)
     if value is None or len(value) == 0:
         if n is None:
             return ()
         return (default,) * n
     out = tuple(int(x) for x in value)
-    if n is not None and len(out) != n:
-        raise ctx.fail(f"{key} has {len(out)} entries, the operand has rank {n}")
+    return None if n is not None and len(out) != n else out
+
+
+def _ints(ctx: KernelContext, key: str, n: int | None = None, default: int = 0) -> tuple[int, ...]:
+    out = _opt_ints(ctx.options, key, n, default)
+    if out is None:
+        raise ctx.fail(f"{key} has {len(ctx.options[key])} entries, the operand has rank {n}")
     return out
+
+
+def window_output_size(size: int, window: int, stride: int, dilation: int) -> int:
+    """Positions of a dilated window sliding by `stride` over `size` elements (0 when it does not fit;
+    -1 for an unknown size)."""
+    if size < 0:
+        return -1
+    span = (window - 1) * dilation + 1
+    return 0 if size < span else (size - span) // stride + 1
 
 
 @CPU.register("STABLEHLO_PAD", dtypes=_ARITH_TYPES + ("complex64", "complex128"))
@@ -108,6 +124,33 @@ def stablehlo_pad(ctx: KernelContext) -> Run:
             raise ValueError("STABLEHLO_PAD: negative result dimension")
         v[o] = np.ascontiguousarray(out)
     return run
+
+
+@shape_rule("STABLEHLO_PAD")
+def stablehlo_pad_shape(n: Node):
+    s = n.shape(0)
+    if s is None:
+        return [None]
+    r = len(s)
+
+    def opt(key: str) -> tuple[int, ...]:
+        v = n.opts.get(key)
+        return tuple(int(x) for x in v) if v is not None and len(v) else (0,) * r
+    lo, hi, it = opt("edge_padding_low"), opt("edge_padding_high"), opt("interior_padding")
+    return [tuple(-1 if d < 0 else lo[k] + hi[k] + d + max(d - 1, 0) * it[k] for k, d in enumerate(s))]
+
+
+def _gather_perm(out_rank: int, offset_dims: tuple[int, ...], n_batch: int) -> list[int]:
+    """The output axes of a gather as axes of [*batch, *kept slice dims]: offset_dims are slice dims,
+    the others batch dims, in order."""
+    perm, batch_axis = [], 0
+    for r in range(out_rank):
+        if r in offset_dims:
+            perm.append(n_batch + offset_dims.index(r))
+        else:
+            perm.append(batch_axis)
+            batch_axis += 1
+    return perm
 
 
 def _index_vectors(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
@@ -151,16 +194,27 @@ def stablehlo_gather(ctx: KernelContext) -> Run:
             index.append(full[..., d].reshape(batch_shape + (1,) * rank) + window)
         sliced = x[tuple(index)]                                     # [*batch, *slice_sizes]
         sliced = sliced.reshape(batch_shape + tuple(slice_sizes[d] for d in kept))
-        perm = []
-        batch_axis = 0
-        for r in range(out_rank):
-            if r in offset_dims:
-                perm.append(nb + offset_dims.index(r))
-            else:
-                perm.append(batch_axis)
-                batch_axis += 1
-        v[o] = np.ascontiguousarray(sliced.transpose(perm))
+        v[o] = np.ascontiguousarray(sliced.transpose(_gather_perm(out_rank, offset_dims, nb)))
     return run
+
+
+@shape_rule("STABLEHLO_GATHER")
+def stablehlo_gather_shape(n: Node) -> list[Shape | None]:
+    """The indices' batch dims (all but index_vector_dim) and the kept slice sizes, placed by offset_dims."""
+    x, idx, opts = n.shape(0), n.shape(1), n.opts
+    if x is None or idx is None:
+        return [None]
+    offset_dims, collapsed = _opt_ints(opts, "offset_dims"), _opt_ints(opts, "collapsed_slice_dims")
+    slice_sizes = _opt_ints(opts, "slice_sizes", len(x))
+    ivd = int(opts.get("index_vector_dim", 0))
+    if slice_sizes is None or not 0 <= ivd <= len(idx):
+        return [None]
+    batch = idx[:ivd] + idx[ivd + 1:]
+    dims = batch + tuple(slice_sizes[d] for d in range(len(x)) if d not in collapsed)
+    perm = _gather_perm(len(batch) + len(offset_dims), offset_dims, len(batch))
+    if len(perm) != len(dims) or not all(0 <= p < len(dims) for p in perm):
+        return [None]
+    return [tuple(dims[p] for p in perm)]
 
 
 def _region_op(ctx: KernelContext, key: str) -> str | None:
@@ -236,6 +290,22 @@ _WINDOW_UFUNCS = {"ADD": np.add, "STABLEHLO_ADD": np.add, "MUL": np.multiply,
                   "STABLEHLO_AND": np.logical_and, "LOGICAL_OR": np.logical_or, "STABLEHLO_OR": np.logical_or}
 
 
+def _reduce_window_shape(shape: Shape, window: tuple[int, ...], strides: tuple[int, ...],
+                         base_dil: tuple[int, ...], win_dil: tuple[int, ...], padding: tuple[int, ...]) -> Shape:
+    """Window positions per dim of the base-dilated operand with edge padding (negative padding crops, as
+    a numpy slice of the padded buffer does); -1 for an unknown dim."""
+    out = []
+    for d, s in enumerate(shape):
+        if s < 0:
+            out.append(-1)
+            continue
+        lo, hi = padding[2 * d], padding[2 * d + 1]
+        full = (s - 1) * base_dil[d] + 1 + max(lo, 0) + max(hi, 0) if s else 0
+        size = len(range(full)[-min(lo, 0):full + min(hi, 0)])
+        out.append(window_output_size(size, window[d], strides[d], win_dil[d]))
+    return tuple(out)
+
+
 @CPU.register("STABLEHLO_REDUCE_WINDOW", dtypes=_NUM_TYPES + ("bool",))
 def stablehlo_reduce_window(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
@@ -269,10 +339,7 @@ def stablehlo_reduce_window(ctx: KernelContext) -> Run:
                         base_dil[d]) for d in range(rank))] = x
         crop = tuple(slice(-min(padding[2 * d], 0), full[d] + min(padding[2 * d + 1], 0)) for d in range(rank))
         buf = buf[crop]
-        out_shape = []
-        for d in range(rank):
-            span = (window[d] - 1) * win_dil[d] + 1
-            out_shape.append(0 if buf.shape[d] < span else (buf.shape[d] - span) // strides[d] + 1)
+        out_shape = _reduce_window_shape(x.shape, window, strides, base_dil, win_dil, padding)
         acc = np.full(out_shape, init, dtype=dtype)
         if acc.size == 0:
             v[o] = acc
@@ -283,6 +350,20 @@ def stablehlo_reduce_window(ctx: KernelContext) -> Run:
             acc = ufunc(acc, buf[sl]).astype(dtype, copy=False)
         v[o] = acc
     return run
+
+
+@shape_rule("STABLEHLO_REDUCE_WINDOW")
+def stablehlo_reduce_window_shape(n: Node) -> list[Shape | None]:
+    x = n.shape(0)
+    if x is None:
+        return [None]
+    r, opts = len(x), n.opts
+    params = [_opt_ints(opts, key, k * r, 0 if key == "padding" else 1) for key, k in (
+        ("window_dimensions", 1), ("window_strides", 1), ("base_dilations", 1), ("window_dilations", 1),
+        ("padding", 2))]
+    if any(p is None for p in params) or min(params[1] + params[2] + params[3], default=1) < 1:
+        return [(-1,) * r]
+    return [_reduce_window_shape(x, *params)]
 
 
 # RngAlgorithm of the schema.
@@ -323,7 +404,7 @@ def _philox4x32(k0: np.uint32, k1: np.uint32, c: list) -> tuple:
     return c0, c1, c2, c3
 
 
-@CPU.register("STABLEHLO_RNG_BIT_GENERATOR", dtypes=("int32", "int64", "uint32", "uint64"))
+@CPU.register("STABLEHLO_RNG_BIT_GENERATOR", dtypes=("int32", "int64", "uint32", "uint64"), foldable=False)
 def stablehlo_rng_bit_generator(ctx: KernelContext) -> Run:
     """Counter-based random bits, exactly as LiteRT's rng_bit_generator.cc lays them out.
 
@@ -382,3 +463,19 @@ def stablehlo_rng_bit_generator(ctx: KernelContext) -> Run:
         nw[2], nw[3] = np.uint32(end & np.uint64(0xFFFFFFFF)), np.uint32(end >> np.uint64(32))
         v[so_i] = new_state
     return run
+
+
+@shape_rule("STABLEHLO_RNG_BIT_GENERATOR")
+def stablehlo_rng_bit_generator_shape(n: Node) -> list[Shape | None]:
+    """The new state has the state's shape; the bits fill the output's declared shape (StableHLO gives
+    the result type statically)."""
+    declared = [tuple(n.sg.tensors[o].shape) for o in n.op.outputs]
+    return [n.shape(0)] + declared[1:] if declared else []
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("STABLEHLO_SCATTER")(same_shape)
+
+# Shape rules: the inputs' broadcast shape.
+shape_rule("STABLEHLO_ADD", "STABLEHLO_MULTIPLY", "STABLEHLO_MAXIMUM", "STABLEHLO_MINIMUM",
+           "STABLEHLO_AND", "STABLEHLO_SHIFT_LEFT")(broadcasting)

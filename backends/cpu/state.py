@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, type_name
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import Node, Shape
 from onert_py.errors import ExecutionError
 
 
@@ -19,10 +20,22 @@ def _handle_key(handle) -> int:
     return int(np.asarray(handle).reshape(-1)[0])
 
 
-@CPU.register("VAR_HANDLE", dtypes=("resource",))
+def _declared_shape(tensor) -> tuple[int, ...]:
+    """The shape a handle or table size is written in: the output tensor's declared one."""
+    return tuple(tensor.shape or ())
+
+
+def declared_output_shape(n: Node) -> list[Shape | None]:
+    """Shape rule of ops whose kernel writes a handle or a size in the output's declared shape (LiteRT
+    resizes HASHTABLE's and HASHTABLE_SIZE's to [1], a difference tests/compiler/test_shape_rules.py
+    records)."""
+    return [_declared_shape(n.sg.tensors[o]) for o in n.op.outputs]
+
+
+@CPU.register("VAR_HANDLE", dtypes=("resource",), foldable=False)
 def var_handle(ctx: KernelContext) -> Run:
     key = ("var", ctx.options.get("container") or "", ctx.options.get("shared_name") or "")
-    handle = np.array(_resource_id(ctx, key)).reshape(ctx.output_tensor(0).shape or ())
+    handle = np.array(_resource_id(ctx, key)).reshape(_declared_shape(ctx.output_tensor(0)))
     v, (o,) = ctx.values, ctx.outputs
 
     def run() -> None:
@@ -30,7 +43,10 @@ def var_handle(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("ASSIGN_VARIABLE", dtypes=FIXED_TYPES + ("complex128",))
+shape_rule("VAR_HANDLE")(declared_output_shape)
+
+
+@CPU.register("ASSIGN_VARIABLE", dtypes=FIXED_TYPES + ("complex128",), keeps_inputs=True, foldable=False)
 def assign_variable(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
     check_dtype(ctx, 1, same_output=False)
@@ -42,7 +58,13 @@ def assign_variable(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("READ_VARIABLE", dtypes=FIXED_TYPES + ("complex128",))
+@shape_rule("ASSIGN_VARIABLE")
+def no_outputs_shape(n: Node) -> list[Shape | None]:
+    """The op only updates session state: no outputs (none is dynamic)."""
+    return [None] * n.n_out
+
+
+@CPU.register("READ_VARIABLE", dtypes=FIXED_TYPES + ("complex128",), foldable=False)
 def read_variable(ctx: KernelContext) -> Run:
     (h,), (o,) = ctx.inputs, ctx.outputs
     v, variables = ctx.values, ctx.runtime.resources
@@ -62,10 +84,13 @@ def read_variable(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("HASHTABLE", dtypes=("resource",))
+# No shape rule: the value's shape is the variable's, session state that shape inference cannot see.
+
+
+@CPU.register("HASHTABLE", dtypes=("resource",), foldable=False)
 def hashtable(ctx: KernelContext) -> Run:
     key = ("table", int(ctx.options.get("table_id", 0)))
-    handle = np.array(_resource_id(ctx, key)).reshape(ctx.output_tensor(0).shape or ())
+    handle = np.array(_resource_id(ctx, key)).reshape(_declared_shape(ctx.output_tensor(0)))
     tables = ctx.runtime.resources
     v, (o,) = ctx.values, ctx.outputs
 
@@ -73,6 +98,9 @@ def hashtable(ctx: KernelContext) -> Run:
         tables.setdefault(("table", _handle_key(handle)), {})
         v[o] = handle
     return run
+
+
+shape_rule("HASHTABLE")(declared_output_shape)
 
 
 def _table(tables: dict, handle) -> dict:
@@ -86,7 +114,7 @@ def _key(k):
     return k if isinstance(k, bytes) else k.item()
 
 
-@CPU.register("HASHTABLE_IMPORT", dtypes=("int64", "string"))
+@CPU.register("HASHTABLE_IMPORT", dtypes=("int64", "string"), foldable=False)
 def hashtable_import(ctx: KernelContext) -> Run:
     h, keys, values = ctx.inputs
     v, tables = ctx.values, ctx.runtime.resources
@@ -101,7 +129,10 @@ def hashtable_import(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("HASHTABLE_FIND", dtypes=("int64", "string"))
+shape_rule("HASHTABLE_IMPORT")(no_outputs_shape)
+
+
+@CPU.register("HASHTABLE_FIND", dtypes=("int64", "string"), foldable=False)
 def hashtable_find(ctx: KernelContext) -> Run:
     h, keys, default = ctx.inputs
     (o,) = ctx.outputs
@@ -120,12 +151,22 @@ def hashtable_find(ctx: KernelContext) -> Run:
     return run
 
 
-@CPU.register("HASHTABLE_SIZE", dtypes=("resource",))
+@shape_rule("HASHTABLE_FIND")
+def hashtable_find_shape(n: Node) -> list[Shape | None]:
+    """One value per key, in the keys' shape (whatever the table holds)."""
+    return [n.shape(1)]
+
+
+@CPU.register("HASHTABLE_SIZE", dtypes=("resource",), foldable=False)
 def hashtable_size(ctx: KernelContext) -> Run:
     (h,), (o,) = ctx.inputs, ctx.outputs
     v, tables = ctx.values, ctx.runtime.resources
-    shape, dtype = ctx.output_tensor(0).shape, ctx.output_dtype()
+    shape, dtype = _declared_shape(ctx.output_tensor(0)), ctx.output_dtype()
 
     def run() -> None:
         v[o] = np.full(shape, len(_table(tables, v[h])), dtype=dtype)
     return run
+
+
+# Like HASHTABLE's handle, the size is written in the output's declared shape (LiteRT resizes it to [1]).
+shape_rule("HASHTABLE_SIZE")(declared_output_shape)

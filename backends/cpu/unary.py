@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu.shape import check_dtype, check_same_types
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends.shape_rules import Node, broadcasting, same_shape
 
 _FLOATS = ("float32", "float16")
 
@@ -69,6 +70,12 @@ def abs_(ctx: KernelContext) -> Run:
 @CPU.register("NEG", dtypes=("float32", "float16", "int64", "int32", "int16", "int8"))
 def neg(ctx: KernelContext) -> Run:
     return _unary(ctx, np.negative)
+
+
+@value_rule("NEG", "ABS", "ZEROS_LIKE", "CAST")
+def unary_value(n: Node, v: list):
+    fn = {"NEG": np.negative, "ABS": np.abs, "ZEROS_LIKE": np.zeros_like, "CAST": np.asarray}[n.op.opcode]
+    return [fn(v[0])]
 
 
 @CPU.register("EXP", dtypes=_FLOATS)
@@ -263,6 +270,19 @@ def bitcast(ctx: KernelContext) -> Run:
     return _unary(ctx, fn, same_output=False)
 
 
+@shape_rule("BITCAST")
+def bitcast_shape(n: Node):
+    s = n.shape(0)
+    a, b = n.in_dtype(0).itemsize, n.out_dtype().itemsize
+    if s is None or a == b:
+        return [s]
+    if a > b:
+        return [s + (a // b,)]
+    if s and s[-1] >= 0 and s[-1] != b // a:
+        raise n.fail(f"the last dim must be {b // a} to bitcast {n.in_dtype(0)} to {n.out_dtype()}")
+    return [s[:-1]]
+
+
 _BIT_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
 
 
@@ -355,6 +375,25 @@ def select(ctx: KernelContext) -> Run:
     return _select(ctx, v1=True)
 
 
+@shape_rule("SELECT")
+def select_shape(n: Node):
+    # SELECT (v1): the condition may be a scalar or a vector over the first dim; x and y agree.
+    return [n.shape(1)]
+
+
 @CPU.register("SELECT_V2", dtypes=_SELECT_TYPES)
 def select_v2(ctx: KernelContext) -> Run:
     return _select(ctx, v1=False)
+
+
+@value_rule("SELECT_V2")
+def select_value(n: Node, v: list):
+    return [np.where(v[0], v[1], v[2])]
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "SIN", "COS", "FLOOR", "CEIL", "ROUND",
+           "SIGN", "LOGICAL_NOT", "ZEROS_LIKE", "CAST", "REAL", "IMAG", "COMPLEX_ABS", "ADD_N")(same_shape)
+
+# Shape rules: the inputs' broadcast shape.
+shape_rule("BITWISE_XOR", "RIGHT_SHIFT", "ATAN2", "SELECT_V2")(broadcasting)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.registry import CPU, KernelContext, Run
+from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.shape_rules import same_shape
 
 # DimensionType of the schema's DimensionMetadata.
 DENSE, SPARSE_CSR = 0, 1
@@ -244,3 +245,7 @@ def quantize(ctx: KernelContext) -> Run:
         r = np.clip(r, lo - 2.0**32, hi + 2.0**32).astype(np.int64) + zp
         v[o] = np.clip(r, lo, hi).astype(dt)
     return run
+
+
+# Shape rules: every output has input 0's shape.
+shape_rule("DEQUANTIZE", "QUANTIZE", "DENSIFY")(same_shape)

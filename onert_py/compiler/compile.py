@@ -6,7 +6,6 @@ import numpy as np
 from onert_py.backends.registry import CONTROLFLOW, CPU, CUSTOM, Backend, KernelContext, load_builtin_kernels
 from onert_py.errors import PrepareError, UnsupportedOpError
 from onert_py.exec.executor import Executor, ExecutorMap
-from onert_py.exec.memory_plan import KEEPS_INPUTS
 from onert_py.exec.runtime import RuntimeState
 from onert_py.ir import Model, Operation, Subgraph
 
@@ -17,7 +16,7 @@ def assign_backend(op: Operation, backends: tuple[str, ...] = ("cpu",)) -> Backe
     """Controlflow ops go to the controlflow backend, custom ops to the custom registry, the rest
     to the first compute backend that has a kernel."""
     load_builtin_kernels()
-    if op.opcode == "CUSTOM":
+    if op.is_custom:
         return CUSTOM if op.custom_name in CUSTOM.kernels else None
     if CONTROLFLOW.supports(op.opcode):
         return CONTROLFLOW
@@ -87,11 +86,23 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
         more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
         raise UnsupportedOpError(f"no kernel for {len(missing)} operator(s): {listed}{more}")
     executors = ExecutorMap([Executor(sg, runtime) for sg in model.subgraphs])
-    calls_may_keep = any(keeps_inputs(op) for sg in model.subgraphs for op in sg.operations)
+    backend_of, attrs = {}, {}
+    for sg in model.subgraphs:
+        for op in sg.operations:
+            backend = backend_of[id(op)] = assign_backend(op, names)
+            attrs[id(op)] = backend.attributes(op.kernel_name)
+    # Ops that may keep a value beyond their run: kernels that keep their inputs, and, when some op of
+    # the model keeps values, ops that hand values to other subgraphs.
+    calls_may_keep = any(a.keeps_inputs for a in attrs.values())
+    keeping = {key for key, a in attrs.items() if a.keeps_inputs or (calls_may_keep and a.calls_subgraphs)}
+
+    def may_keep(op: Operation) -> bool:
+        return id(op) in keeping
+
     for sg, ex in zip(model.subgraphs, executors):
         folded: dict[int, object] = {}
         for op in execution_order(sg):
-            backend = assign_backend(op, names)
+            backend = backend_of[id(op)]
             ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded, ex.planned, ex.fresh)
             try:
                 run = backend.kernels[op.kernel_name](ctx)
@@ -99,33 +110,18 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
                 raise
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as e:
                 raise PrepareError(f"{ctx.where}: {type(e).__name__}: {e}") from e
-            if backend is CPU and _foldable(op, sg, folded):
+            if attrs[id(op)].foldable and _foldable(op, sg, folded):
                 _fold(ctx, run, folded)
                 continue
             ex.operations.append(op)
             ex.runs.append(run)
-        ex.finalize(folded, calls_may_keep, keeps_inputs)
+        ex.finalize(folded, may_keep)
     return executors
 
 
-def keeps_inputs(op: Operation) -> bool:
-    """Whether op's kernel may keep a reference to an input after its run (the memory plan then leaves
-    that input's memory alone). Custom kernels say so with a `keeps_inputs` attribute."""
-    if op.opcode == "CUSTOM":
-        kernel = CUSTOM.kernels.get(op.custom_name)
-        return kernel is None or getattr(kernel, "keeps_inputs", False)
-    return op.opcode in KEEPS_INPUTS
-
-
-# Ops whose result depends on more than their inputs (state, randomness) are never folded.
-_NOT_FOLDABLE = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "HASHTABLE", "HASHTABLE_FIND",
-                 "HASHTABLE_IMPORT", "HASHTABLE_SIZE", "RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL",
-                 "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR"}
-
-
 def _foldable(op: Operation, sg: Subgraph, folded: dict) -> bool:
-    """All inputs known at compile time (constants or folded results) and no side effects."""
-    if op.opcode in _NOT_FOLDABLE or not op.inputs or not op.outputs:
+    """All inputs known at compile time (constants or folded results), outputs not variables."""
+    if not op.inputs or not op.outputs:
         return False
     return all(t < 0 or sg.tensors[t].data is not None or t in folded for t in op.inputs) and \
         not any(sg.tensors[t].is_variable for t in op.outputs)

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.errors import ExecutionError, OnertPyError
-from onert_py.exec.memory_plan import ArenaPlan, builtin_keeps_inputs, loop_carried_buffers, plan_arena
+from onert_py.exec.memory_plan import ArenaPlan, never_keeps, plan_arena
 
 _SMALL_BYTES = 1 << 16
 _PLANS_KEPT = 4
@@ -54,8 +54,7 @@ class Executor:
         self.fresh: set[int] = set()    # outputs whose kernels write into planned slots (never aliases)
         self.arena_plan = ArenaPlan()
         self.arena = np.empty(0, np.uint8)
-        self._calls_may_keep = False
-        self._keeps = builtin_keeps_inputs
+        self.may_keep: Callable = never_keeps   # may_keep(op): op may keep an input beyond its run
         self._plans: dict = {}   # shapes key -> (plan, arena, views), see plan_memory
 
     def reset_variables(self) -> None:
@@ -63,8 +62,7 @@ class Executor:
         for t in self._variables:
             self.values[t.index] = t.data if t.data is not None else np.zeros(t.shape, t.dtype)
 
-    def finalize(self, folded: dict | None = None, calls_may_keep: bool = False,
-                 keeps: Callable | None = None) -> None:
+    def finalize(self, folded: dict | None = None, may_keep: Callable | None = None) -> None:
         """Called once all kernels are prepared: plan memory and build the fast path.
 
         Memory plan, two parts. Outputs written into planned slots (`ctx.output_buffer`) get an offset
@@ -77,9 +75,8 @@ class Executor:
         """
         if folded is not None:
             self._folded = frozenset(folded)
-        self._calls_may_keep = calls_may_keep
-        if keeps is not None:
-            self._keeps = keeps
+        if may_keep is not None:
+            self.may_keep = may_keep
         preserve = self.runtime.options.preserve_all_tensors
         self._plans.clear()
         self.plan_memory()
@@ -104,7 +101,7 @@ class Executor:
         if cached is None:
             plan = ArenaPlan() if key == "off" else plan_arena(
                 self.subgraph, self.operations, self.fresh, shapes=shapes, excluded=self._folded,
-                calls_may_keep=self._calls_may_keep, keeps=self._keeps)
+                may_keep=self.may_keep)
             cached = (plan, *plan.views({t: self.subgraph.tensors[t].dtype for t in plan.offsets}))
             if len(self._plans) >= _PLANS_KEPT:
                 self._plans.pop(next(iter(self._plans)))
@@ -217,10 +214,11 @@ class Executor:
         return ExecutionError(f"{where}: {type(e).__name__}: {e}")
 
 
-class _Fused:
-    """Generated code that inlines other subgraphs' steps: their inputs are bound straight to the
-    callee's slots and its step closures called in place, with no `execute` call and no argument or
-    result lists. A failing step is found from the traceback's line number, as in `_generate`."""
+class InlinedCode:
+    """Generated code that inlines subgraphs' steps: their inputs are bound straight to the callee's
+    slots and its step closures called in place, with no `execute` call and no argument or result
+    lists (the controlflow backend builds its fused IF and WHILE with it). The caller writes the
+    surrounding lines; a failing step is found from the traceback's line number, as in `_generate`."""
 
     def __init__(self, title: str):
         self.filename = f"<{title}>"
@@ -264,86 +262,6 @@ class _Fused:
         self.namespace.update(names)
         exec(compile("\n".join(self.lines), self.filename, "exec"), self.namespace)
         return self.namespace[name]
-
-
-def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:
-    """One generated function running a whole WHILE: the cond's and the body's steps inlined in one
-    Python `while` loop. It replaces two `execute` calls, two list builds and two argument bindings
-    per iteration, which is where a scalar loop's time goes.
-
-    Returns loop(values, bound) -> (iterations, final values); iterations is -1 when `bound` (if >= 0)
-    iterations ran and the cond still says go on (the caller raises).
-    `truth(verdict, iteration)` decides a verdict that is not a numpy bool scalar.
-    """
-    f = _Fused(f"WHILE loop over subgraphs {cond.index} and {body.index}")
-    xs = [f"x{k}" for k in range(len(body.input_indices))]
-    f.lines += ["def loop(values, bound):",
-                f"    {', '.join(xs)}, = values",
-                "    count = 0"]
-    # Body outputs carried in two buffers per run of the loop, iterations writing them in turn (see
-    # loop_carried_buffers): the kernels' planned slots point at this iteration's buffer.
-    opts = body.runtime.options
-    carried = [] if not opts.arena or opts.preserve_all_tensors else loop_carried_buffers(
-        body.subgraph, body.operations, body.fresh, cond_operations=cond.operations,
-        calls_may_keep=body._calls_may_keep, keeps=body._keeps)
-    tensors = body.subgraph.tensors
-    for j in carried:
-        t = tensors[body.output_indices[j]]
-        make = f"empty({tuple(t.shape)!r}, {t.dtype.str!r})"
-        f.lines.append(f"    B{j} = ({make}, {make})")
-    f.lines += ["    try:",
-                "        while True:"]
-    (verdict,) = f.inline(cond, xs, " " * 12)
-    f.lines += [f"            c = {verdict}",
-                "            if c.__class__ is bool_:",
-                "                if not c:",
-                "                    break",
-                "            elif not truth(c, count):",
-                "                break",
-                "            if count == bound:",
-                "                count = -1",
-                "                break"]
-    f.lines += [f"            P[{body.output_indices[j]}] = B{j}[count & 1]" for j in carried]
-    results = f.inline(body, xs, " " * 12)
-    f.lines += [f"            {', '.join(xs)}, = {', '.join(results)},",
-                "            count += 1",
-                "    except Exception as e:",
-                "        raise error_at(e) from e",
-                "    finally:"]
-    f.lines += [f"        P[{body.output_indices[j]}] = None" for j in carried]
-    f.release_temporaries(" " * 8)
-    f.lines.append(f"    return count, [{', '.join(xs)}]")
-    return f.build("loop", truth=truth, P=body.planned, empty=np.empty)
-
-
-def fuse_if(v: list, cond_slot: int, data: Sequence[int], outs: Sequence[int], then_ex: Executor,
-            else_ex: Executor, truth: Callable) -> Callable:
-    """IF as one generated run closure: the verdict read, then the chosen branch's steps inlined with
-    its inputs bound from the caller's slots (only those it reads) and its outputs stored back."""
-    f = _Fused(f"IF over subgraphs {then_ex.index} and {else_ex.index}")
-    f.lines += ["def run():",
-                f"    c = v[{cond_slot}]",
-                "    if c.__class__ is not bool_:",
-                "        c = truth(c)",
-                "    try:"]
-    for keyword, ex in (("if c:", then_ex), ("else:", else_ex)):
-        f.lines.append(f"        {keyword}")
-        reads = _reads(ex.subgraph)
-        results = f.inline(ex, [f"v[{i}]" if r else None for i, r in zip(data, reads)], " " * 12)
-        f.lines += [f"            v[{o}] = {r}" for o, r in zip(outs, results)]
-        f.lines.append("            pass")
-    f.lines += ["    except Exception as e:",
-                "        raise error_at(e) from e",
-                "    finally:"]
-    f.release_temporaries(" " * 8)
-    return f.build("run", v=v, truth=truth)
-
-
-def _reads(subgraph) -> list[bool]:
-    """Per subgraph input: whether any op (or an output) of the subgraph reads it."""
-    used = {t for op in subgraph.operations for t in op.inputs}
-    used.update(subgraph.outputs)
-    return [i in used for i in subgraph.inputs]
 
 
 class ExecutorMap:

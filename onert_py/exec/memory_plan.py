@@ -8,7 +8,8 @@ Lifetimes come from the execution order: a tensor lives from the step that write
 that reads it. Ops whose outputs are *not* planned may return their inputs or views of them (RESHAPE,
 control flow passing values through), so such outputs join their inputs in an alias group whose lifetime
 is the union of its members'; a group that reaches a subgraph output or a variable, or whose value an op
-may keep beyond its own run (ASSIGN_VARIABLE, custom ops), escapes the run and is not planned at all.
+may keep beyond its own run (a kernel registered with keeps_inputs, such as ASSIGN_VARIABLE, or a custom
+op), escapes the run and is not planned at all.
 
 Placement is greedy by size (as TFLite's arena planner does): largest tensors first, each at the lowest
 64-byte aligned offset that does not overlap a placed tensor alive at the same time.
@@ -21,14 +22,6 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 ALIGN = 64
-
-# Builtin ops that keep a reference to an input after they return (the value escapes the run). Custom
-# ops say so themselves (registry.register_custom_op marks plain-function ops as keeping their inputs).
-KEEPS_INPUTS = frozenset({"ASSIGN_VARIABLE"})
-# Ops that hand their inputs to other subgraphs, where a KEEPS_INPUTS op may keep them.
-CALLS_SUBGRAPHS = frozenset({"IF", "WHILE", "CALL", "CALL_ONCE", "STABLEHLO_CASE", "STABLEHLO_COMPOSITE",
-                             "STABLEHLO_WHILE"})
-
 
 @dataclass
 class ArenaPlan:
@@ -81,25 +74,19 @@ def _alias_groups(n: int, operations: Sequence, fresh: set[int]) -> _Groups:
     return groups
 
 
-def _may_keep(op, keeps: Callable[[object], bool], calls_may_keep: bool) -> bool:
-    """Whether `op` may keep a reference to an input beyond its run (itself, or in a called subgraph)."""
-    return keeps(op) or (calls_may_keep and op.opcode in CALLS_SUBGRAPHS)
-
-
-def builtin_keeps_inputs(op) -> bool:
-    return op.opcode in KEEPS_INPUTS
+def never_keeps(op) -> bool:
+    return False
 
 
 def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
                shapes: Mapping[int, tuple[int, ...]] | None = None, excluded: Iterable[int] = (),
-               calls_may_keep: bool = False, keeps: Callable[[object], bool] = builtin_keeps_inputs) -> ArenaPlan:
+               may_keep: Callable[[object], bool] = never_keeps) -> ArenaPlan:
     """Plan arena offsets for `subgraph` run as `operations` (execution order).
 
     fresh: outputs whose kernels write into planned slots. shapes: run-time shapes by tensor (default:
     the declared shape of tensors without dynamic dims). excluded: tensors never to plan (e.g. values
-    folded at compile time). calls_may_keep: whether a subgraph that control flow calls may keep its
-    inputs (some op of the model `keeps` its inputs). keeps(op): whether op may keep a reference to one
-    of its inputs after its run."""
+    folded at compile time). may_keep(op): whether op may keep a reference to one of its inputs after
+    its run, itself or in a subgraph it calls (the compiler derives it from the kernels' attributes)."""
     tensors = subgraph.tensors
     n = len(tensors)
     fresh = set(fresh)
@@ -116,7 +103,7 @@ def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
             if o >= 0:
                 first.setdefault(o, step)
                 last.setdefault(o, step)   # never read: lives for its own step
-        if _may_keep(op, keeps, calls_may_keep):
+        if may_keep(op):
             escaping.update(ins)
     pinned = {groups.find(t) for t in escaping}
     group_end: dict[int, int] = {}
@@ -161,8 +148,7 @@ def plan_arena(subgraph, operations: Sequence, fresh: Iterable[int], *,
 
 
 def loop_carried_buffers(body, operations: Sequence, fresh: Iterable[int], *, cond_operations: Sequence = (),
-                         calls_may_keep: bool = False,
-                         keeps: Callable[[object], bool] = builtin_keeps_inputs) -> list[int]:
+                         may_keep: Callable[[object], bool] = never_keeps) -> list[int]:
     """Positions of a WHILE body's outputs that can alternate between two buffers across iterations.
 
     Iteration k writes output j into buffer k % 2; the value it replaces is iteration k-2's, which was
@@ -173,7 +159,7 @@ def loop_carried_buffers(body, operations: Sequence, fresh: Iterable[int], *, co
     beyond its run (ASSIGN_VARIABLE, keeping custom ops, calls into subgraphs that may keep)."""
     tensors = body.tensors
     fresh = set(fresh)
-    if any(_may_keep(op, keeps, calls_may_keep) for op in (*operations, *cond_operations)):
+    if any(may_keep(op) for op in (*operations, *cond_operations)):
         return []
     groups = _alias_groups(len(tensors), operations, fresh)
     outs = list(body.outputs)

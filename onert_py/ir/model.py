@@ -93,8 +93,12 @@ class Operation:
     intermediates: tuple[int, ...] = ()
 
     @property
+    def is_custom(self) -> bool:
+        return self.opcode == "CUSTOM"
+
+    @property
     def kernel_name(self) -> str:
-        return self.custom_name if self.opcode == "CUSTOM" and self.custom_name else self.opcode
+        return self.custom_name if self.is_custom and self.custom_name else self.opcode
 
 
 @dataclass
@@ -105,6 +109,18 @@ class Subgraph:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     operations: list[Operation]
+
+    def read_tensors(self) -> set[int]:
+        """Tensors some operation reads or the subgraph returns."""
+        read = {t for op in self.operations for t in op.inputs}
+        read.update(self.outputs)
+        return read
+
+    def inputs_read(self) -> list[bool]:
+        """Per input: whether an operation reads it or the subgraph returns it (control flow passes
+        nothing for the others, and LiteRT does not resize them)."""
+        read = self.read_tensors()
+        return [i in read for i in self.inputs]
 
 
 @dataclass

@@ -312,8 +312,7 @@ def test_while_body_outputs_not_carried_when_unsafe(monkeypatch, swap, stash):
     n = 7
     sess = onert_py.infer.session(carry_model(n, swap=swap, stash=stash))
     body = executor(sess, 2)
-    assert loop_carried_buffers(body.subgraph, body.operations, body.fresh, keeps=body._keeps,
-                                calls_may_keep=body._calls_may_keep) == []
+    assert loop_carried_buffers(body.subgraph, body.operations, body.fresh, may_keep=body.may_keep) == []
     a = np.linspace(-1, 1, N, dtype=np.float32)
     b = np.linspace(2, 0, N, dtype=np.float32)
     for _ in range(2):
