@@ -16,7 +16,8 @@ import pytest
 
 import onert_py
 from helpers import accumulator_model, rng, run_litert, single_op_model
-from onert_py.backends.registry import CONTROLFLOW, CPU, SHAPE_RULES, load_builtin_kernels
+from onert_py.backends.registry import (CONTROLFLOW, CPU, SHAPE_RULES, VALUE_RULES, load_builtin_kernels,
+                                       register_shape_function, shape_rule, value_rule)
 from onert_py.compiler.shape_inference import infer_shapes, is_static
 from onert_py.interpreter import Interpreter
 from onert_py.schema.writer import ModelBuilder
@@ -59,6 +60,32 @@ def test_dynamic_on_purpose_list_is_not_stale() -> None:
     assert not unknown, f"DYNAMIC_ON_PURPOSE names ops that have no kernel: {', '.join(unknown)}"
     ruled = sorted(DYNAMIC_ON_PURPOSE & set(SHAPE_RULES))
     assert not ruled, f"DYNAMIC_ON_PURPOSE names ops that now have a shape rule: {', '.join(ruled)}"
+
+
+def test_registering_twice_is_refused_naming_the_op() -> None:
+    """A second kernel, shape rule or value rule for the same op is a mistake, not an override."""
+    load_builtin_kernels()
+    before = (dict(SHAPE_RULES), dict(VALUE_RULES), dict(CPU.kernels))
+    with pytest.raises(RuntimeError, match="shape rule RESHAPE registered twice"):
+        shape_rule("RESHAPE")(lambda n: [None])
+    with pytest.raises(RuntimeError, match="value rule SHAPE registered twice"):
+        value_rule("SHAPE")(lambda n, v: None)
+    with pytest.raises(RuntimeError, match="cpu: kernel ADD registered twice"):
+        CPU.register("ADD")(lambda ctx: None)
+    with pytest.raises(ValueError, match="already registered"):
+        register_shape_function("TILE", lambda n: [None])
+    assert (SHAPE_RULES, VALUE_RULES, CPU.kernels) == before
+
+
+def test_kernel_attributes_replace_name_lists() -> None:
+    """What the compiler and memory plan need is declared at registration."""
+    load_builtin_kernels()
+    assert CPU.attributes("ASSIGN_VARIABLE").keeps_inputs
+    assert not CPU.attributes("ADD").keeps_inputs and CPU.attributes("ADD").foldable
+    assert not any(CPU.attributes(op).foldable for op in ("VAR_HANDLE", "READ_VARIABLE", "RANDOM_UNIFORM",
+                                                         "MULTINOMIAL", "HASHTABLE_FIND"))
+    assert all(CONTROLFLOW.attributes(op).calls_subgraphs and not CONTROLFLOW.attributes(op).foldable
+               for op in CONTROLFLOW.kernels)
 
 
 # ---------------------------------------------------------------- inferred shapes vs run shapes
