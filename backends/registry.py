@@ -33,8 +33,10 @@ class KernelContext:
     """What a kernel sees at prepare time."""
 
     def __init__(self, op, subgraph, model, values: list, runtime, executors=None,
-                 folded: dict | None = None, planned: list | None = None, fresh: set | None = None):
+                 folded: dict | None = None, planned: list | None = None, fresh: set | None = None,
+                 quantized: bool = False):
         self.op = op
+        self.quantized = quantized          # the quantized kernel was chosen (its types apply)
         self.options: dict[str, Any] = op.options
         self.subgraph = subgraph
         self.model = model
@@ -116,6 +118,10 @@ class Backend:
         self.kernels: dict[str, Prepare] = {}
         self.dtypes: dict[str, tuple[str, ...]] = {}
         self.attrs: dict[str, KernelAttrs] = {}
+        # Quantized kernels: chosen for an op whose input 0 or output 0 is a quantized integer tensor
+        # (compiler.op_is_quantized), with the integer types each runs.
+        self.quantized: dict[str, Prepare] = {}
+        self.qdtypes: dict[str, tuple[str, ...]] = {}
 
     def register(self, *names: str, dtypes: Sequence[str] = (), keeps_inputs: bool = False,
                  calls_subgraphs: bool = False, foldable: bool = True) -> Callable[[Prepare], Prepare]:
@@ -133,8 +139,28 @@ class Backend:
             return fn
         return deco
 
-    def supports(self, op_name: str) -> bool:
-        return op_name in self.kernels
+    def register_quantized(self, *names: str, dtypes: Sequence[str]) -> Callable[[Prepare], Prepare]:
+        """Decorator: the quantized kernel of ops `names` (in their family module, beside the float one),
+        running the integer types `dtypes`. An op that only moves values (RESHAPE, GATHER, ...) registers
+        its plain kernel here too: LiteRT requires its output's parameters to equal its input's."""
+        def deco(fn: Prepare) -> Prepare:
+            for n in names:
+                if n in self.quantized:
+                    raise RuntimeError(f"{self.name}: quantized kernel {n} registered twice")
+                self.quantized[n] = fn
+                self.qdtypes[n] = tuple(dtypes)
+            return fn
+        return deco
+
+    def supports(self, op_name: str, quantized: bool = False) -> bool:
+        return op_name in (self.quantized if quantized else self.kernels)
+
+    def kernel(self, op_name: str, quantized: bool = False) -> Prepare:
+        return (self.quantized if quantized else self.kernels)[op_name]
+
+    def types(self, op_name: str, quantized: bool = False) -> tuple[str, ...]:
+        """The tensor types the op's (quantized) kernel runs, as docs/ops.md lists them."""
+        return (self.qdtypes if quantized else self.dtypes).get(op_name, ())
 
     def attributes(self, op_name: str) -> KernelAttrs:
         attrs = self.attrs.get(op_name)

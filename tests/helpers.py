@@ -20,6 +20,8 @@ def single_op_model(opcode: str, inputs: Sequence[Any], outputs: Sequence[tuple]
 
     inputs: per op input, either ("name", shape, dtype) for a model input, ("const", array) for a
     constant, or None for an omitted optional input. outputs: ("name", shape, dtype) per op output.
+    A quantized tensor's spec ends with its quantization (scale, zero_point[, quantized_dimension]):
+    ("name", shape, dtype, q), ("const", array, q).
     """
     mb = ModelBuilder()
     sg = mb.subgraph("main")
@@ -28,13 +30,14 @@ def single_op_model(opcode: str, inputs: Sequence[Any], outputs: Sequence[tuple]
         if spec is None:
             op_inputs.append(-1)
         elif spec[0] == "const":
-            op_inputs.append(sg.const(f"const{k}", spec[1]))
+            op_inputs.append(sg.const(f"const{k}", spec[1], quantization=spec[2] if len(spec) > 2 else None))
         else:
             name, shape, dtype = spec[:3]
-            idx = sg.tensor(name, shape, dtype)
+            idx = sg.tensor(name, shape, dtype, quantization=spec[3] if len(spec) > 3 else None)
             op_inputs.append(idx)
             sg.inputs.append(idx)
-    op_outputs = [sg.tensor(name, shape, dtype) for name, shape, dtype in outputs]
+    op_outputs = [sg.tensor(spec[0], spec[1], spec[2], quantization=spec[3] if len(spec) > 3 else None)
+                  for spec in outputs]
     sg.outputs = list(op_outputs)
     sg.op(opcode, op_inputs, op_outputs, custom_code=custom_code, **options)
     mb.signature("serving_default", sg)

@@ -34,7 +34,7 @@ def check_dtype(ctx: KernelContext, i: int = 0, same_output: bool = True) -> np.
     if t is None:
         raise ctx.fail(f"input {i} is missing")
     name = type_name(t.dtype)
-    allowed = CPU.dtypes.get(ctx.op.kernel_name, ())
+    allowed = CPU.types(ctx.op.kernel_name, ctx.quantized)
     if allowed and name not in allowed:
         raise ctx.fail(f"input {i} ({t.name!r}) has type {name}, not supported (supported: {', '.join(allowed)})")
     if same_output and ctx.output_dtype() != t.dtype:

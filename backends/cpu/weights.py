@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onert_py.backends.cpu._quant import multiply_by_quantized_multiplier, qparams, quantize_multiplier
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import same_shape
 
@@ -198,15 +199,19 @@ def densify(ctx: KernelContext) -> Run:
 
 # ----------------------------------------------------------------------------------------- QUANTIZE
 
+@CPU.register_quantized("QUANTIZE", dtypes=("float32", "int8", "uint8", "int16"))
 @CPU.register("QUANTIZE", dtypes=("float32",))
 def quantize(ctx: KernelContext) -> Run:
     """float32 -> int8/uint8/int16: clamp(round(x / scale) + zero_point), per tensor or per channel.
 
     Rounding is to nearest, ties to even: that is what LiteRT's x86 kernels do (checked in the tests;
-    the portable reference_ops::AffineQuantize would round ties away from zero).
+    the portable reference_ops::AffineQuantize would round ties away from zero). An integer input is
+    requantized (_requantize).
     """
     ctx.expect_inputs(1)
     t, out = ctx.input_tensor(0), ctx.output_tensor(0)
+    if t.dtype.kind in "iu" and qparams(t) is not None:
+        return _requantize(ctx)
     if t.dtype != np.float32:
         raise ctx.fail(f"QUANTIZE supports FLOAT32 input only, not {t.type_name}")
     if out.type_name not in ("INT8", "UINT8", "INT16"):
@@ -246,6 +251,32 @@ def quantize(ctx: KernelContext) -> Run:
         v[o] = np.clip(r, lo, hi).astype(dt)
     return run
 
+
+def _requantize(ctx: KernelContext) -> Run:
+    """int8/uint8/int16 -> int8/uint8/int16 with new parameters, as LiteRT's quantize.cc: (x - zp_in)
+    rescaled by scale_in / scale_out in fixed point, plus zp_out, clamped."""
+    t, out = ctx.input_tensor(0), ctx.output_tensor(0)
+    if out.type_name not in ("INT8", "UINT8", "INT16"):
+        raise ctx.fail(f"QUANTIZE output type {out.type_name} is not supported (INT8, UINT8, INT16)")
+    qi, qo = qparams(t), qparams(out)
+    if qo is None:
+        raise ctx.fail(f"QUANTIZE output {out.name!r} has no quantization parameters")
+    if qi.per_channel or qo.per_channel:
+        raise ctx.fail("QUANTIZE between integer types needs per-tensor parameters")
+    mult, shift = quantize_multiplier(float(qi.scale[0]) / float(qo.scale[0]))
+    zi, zo, dt = int(qi.zero_point[0]), int(qo.zero_point[0]), out.dtype
+    (i,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = np.asarray(v[i], np.int64) - zi
+        r = multiply_by_quantized_multiplier(x, mult, shift) + zo
+        v[o] = np.clip(r, qo.qmin, qo.qmax).astype(dt)
+    return run
+
+
+# Dequantization reads its input's parameters itself.
+CPU.register_quantized("DEQUANTIZE", dtypes=("int8", "uint8", "int16", "int4"))(dequantize)
 
 # Shape rules: every output has input 0's shape.
 shape_rule("DEQUANTIZE", "QUANTIZE", "DENSIFY")(same_shape)

@@ -12,24 +12,47 @@ from onert_py.ir import Model, Operation, Subgraph
 _BACKENDS = {"cpu": CPU}
 
 
-def assign_backend(op: Operation, backends: tuple[str, ...] = ("cpu",)) -> Backend | None:
+def op_is_quantized(op: Operation, sg: Subgraph) -> bool:
+    """Whether a compute op runs quantized: its input 0 or output 0 is an integer tensor with
+    quantization parameters (a float op with int8 weights, a hybrid, is not). Control flow and custom
+    ops run the same kernel either way."""
+    load_builtin_kernels()
+    if op.is_custom or CONTROLFLOW.supports(op.opcode):
+        return False
+    for t in (op.inputs[:1], op.outputs[:1]):
+        if t and t[0] >= 0:
+            tensor = sg.tensors[t[0]]
+            q = tensor.quantization
+            if tensor.dtype.kind in "iu" and q is not None and np.size(q.scale) > 0:
+                return True
+    return False
+
+
+def assign_backend(op: Operation, backends: tuple[str, ...] = ("cpu",),
+                   quantized: bool = False) -> Backend | None:
     """Controlflow ops go to the controlflow backend, custom ops to the custom registry, the rest
-    to the first compute backend that has a kernel."""
+    to the first compute backend that has a kernel (a quantized one for a quantized op)."""
     load_builtin_kernels()
     if op.is_custom:
         return CUSTOM if op.custom_name in CUSTOM.kernels else None
     if CONTROLFLOW.supports(op.opcode):
         return CONTROLFLOW
     for name in backends:
-        if _BACKENDS[name].supports(op.opcode):
+        if _BACKENDS[name].supports(op.opcode, quantized):
             return _BACKENDS[name]
     return None
 
 
 def unsupported_ops(model: Model, backends: tuple[str, ...] = ("cpu",)) -> list[tuple[int, int, str]]:
-    """(subgraph, op index, op name) for every op without a kernel."""
-    return [(sg.index, op.index, op.kernel_name) for sg in model.subgraphs for op in sg.operations
-            if assign_backend(op, backends) is None]
+    """(subgraph, op index, op name) for every op without a kernel (for a quantized op: without a
+    quantized kernel, named "OP (quantized)")."""
+    missing = []
+    for sg in model.subgraphs:
+        for op in sg.operations:
+            quantized = op_is_quantized(op, sg)
+            if assign_backend(op, backends, quantized) is None:
+                missing.append((sg.index, op.index, op.kernel_name + (" (quantized)" if quantized else "")))
+    return missing
 
 
 def execution_order(sg: Subgraph) -> list[Operation]:
@@ -86,10 +109,13 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
         more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
         raise UnsupportedOpError(f"no kernel for {len(missing)} operator(s): {listed}{more}")
     executors = ExecutorMap([Executor(sg, runtime) for sg in model.subgraphs])
-    backend_of, attrs = {}, {}
+    backend_of, attrs, quantized = {}, {}, set()
     for sg in model.subgraphs:
         for op in sg.operations:
-            backend = backend_of[id(op)] = assign_backend(op, names)
+            q = op_is_quantized(op, sg)
+            if q:
+                quantized.add(id(op))
+            backend = backend_of[id(op)] = assign_backend(op, names, q)
             attrs[id(op)] = backend.attributes(op.kernel_name)
     # Ops that may keep a value beyond their run: kernels that keep their inputs, and, when some op of
     # the model keeps values, ops that hand values to other subgraphs.
@@ -103,9 +129,10 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
         folded: dict[int, object] = {}
         for op in execution_order(sg):
             backend = backend_of[id(op)]
-            ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded, ex.planned, ex.fresh)
+            q = id(op) in quantized
+            ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded, ex.planned, ex.fresh, q)
             try:
-                run = backend.kernels[op.kernel_name](ctx)
+                run = backend.kernel(op.kernel_name, q)(ctx)
             except PrepareError:
                 raise
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as e:

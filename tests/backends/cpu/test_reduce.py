@@ -161,11 +161,11 @@ def test_reduce_prod_small_ints_wrap(dtype, axes):
         assert abs(int(np.prod(x.astype(object)))) > np.iinfo(dtype).max   # the case does wrap
 
 
-def test_reduce_prod_quantized_is_prepare_error():
+def test_reduce_prod_quantized_without_kernel_is_refused():
     mb = single_op_model("REDUCE_PROD", [("x", [2, 3], np.int8), ("const", np.array([1], np.int32))],
                          [("o", [2], np.int8)], keep_dims=False)
     mb.subgraphs[0].tensors[0].quantization = Quantization(np.array([0.5], np.float32), np.array([0]))
-    with pytest.raises(onert_py.PrepareError, match="quantized int8"):
+    with pytest.raises(onert_py.UnsupportedOpError, match=r"REDUCE_PROD \(quantized\) \(subgraph 0 operator 0\)"):
         run_onert(mb, [np.zeros((2, 3), np.int8)])
 
 

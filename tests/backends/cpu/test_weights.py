@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import assert_matches_litert, rng, run_onert
+from helpers import assert_matches_litert, check_builtin, rng, run_onert, single_op_model
 from onert_py.backends.cpu.weights import densify_array
 from onert_py.errors import OnertPyError
 from onert_py.schema.writer import ModelBuilder
@@ -121,3 +121,25 @@ def test_densify_rejects_inconsistent_metadata():
         densify_array(vals, (3, 3), sp)
     with pytest.raises(ValueError, match="permutation"):
         densify_array(vals, (3, 3), dict(sp, traversal_order=(0, 0)))
+
+
+# ----------------------------------------------------------------------------------- requantize
+
+@pytest.mark.parametrize("src,dst", [(np.int8, np.int8), (np.uint8, np.int8), (np.int8, np.uint8),
+                                     (np.int16, np.int16), (np.int16, np.int8), (np.uint8, np.uint8)])
+@pytest.mark.parametrize("q_in,q_out", [((0.05, 3), (0.1, -2)),          # multiplier below 1
+                                        ((0.2, 0), (0.03, 1)),           # above 1: saturates
+                                        ((0.0123, -7), (0.0123, 5)),     # equal scales, shifted zero point
+                                        ((1e-3, 0), (0.7, 0))])          # tiny multiplier
+def test_requantize_matches_litert_bit_exact(src, dst, q_in, q_out):
+    """QUANTIZE from an integer type: LiteRT's fixed-point rescale, bit for bit, over every input value."""
+    def fit(q, dt):   # a zero point inside the type (uint8 zero points are shifted up)
+        info = np.iinfo(dt)
+        return (q[0], int(np.clip(q[1] + (128 if info.min == 0 else 0), info.min, info.max)))
+    if dst == np.int16 or src == np.int16:
+        q_in, q_out = (q_in[0], 0), (q_out[0], 0)   # LiteRT's int16 quantization is symmetric
+    q_in, q_out = fit(q_in, src), fit(q_out, dst)
+    info = np.iinfo(src)
+    x = np.arange(info.min, info.max + 1, max(1, (int(info.max) - int(info.min)) // 4000)).astype(src)
+    mb = single_op_model("QUANTIZE", [("x", list(x.shape), src, q_in)], [("y", list(x.shape), dst, q_out)])
+    check_builtin(mb, [x])

@@ -1,0 +1,147 @@
+"""Fixed-point arithmetic of TFLite's reference quantized kernels, vectorised over numpy arrays.
+
+Every quantized kernel derives its multipliers and shifts from the tensors' scales the way LiteRT does
+(`quantize_multiplier`), and rescales its int32/int64 accumulators with the same rounding
+(`multiply_by_quantized_multiplier`: a saturating rounding doubling high multiply, then a rounding
+right shift), so results are bit-exact with LiteRT's builtin kernels. Arrays are int64 throughout: the
+products of int32 values fit, and nothing wraps where C would not.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+_I64 = np.int64
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class QParams:
+    """One tensor's quantization: scale(s) and zero point(s) as arrays (one entry, or one per channel
+    along `axis`), and its integer range."""
+    scale: np.ndarray          # float64
+    zero_point: np.ndarray     # int64
+    axis: int
+    qmin: int
+    qmax: int
+
+    @property
+    def per_channel(self) -> bool:
+        return self.scale.size > 1
+
+
+def qparams(tensor) -> QParams | None:
+    """A tensor's quantization parameters, or None for a tensor without any (a float tensor)."""
+    q = tensor.quantization
+    if q is None or np.size(q.scale) == 0:
+        return None
+    scale = np.asarray(q.scale, np.float64).reshape(-1)
+    zp = np.asarray(q.zero_point, _I64).reshape(-1)
+    if zp.size == 0:
+        zp = np.zeros(1, _I64)
+    if tensor.type_name == "INT4":
+        lo, hi = -8, 7
+    else:
+        info = np.iinfo(tensor.dtype)
+        lo, hi = int(info.min), int(info.max)
+    return QParams(scale, zp, int(q.quantized_dimension), lo, hi)
+
+
+def is_quantized(tensor) -> bool:
+    """An integer tensor with quantization parameters (a quantized model's activation or weight)."""
+    return tensor is not None and tensor.dtype.kind in "iu" and qparams(tensor) is not None
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """TFLite's QuantizeMultiplier: real = q * 2**(shift - 31) with q in [2**30, 2**31) (Q0.31)."""
+    if real == 0.0:
+        return 0, 0
+    q, shift = math.frexp(real)
+    q_fixed = _round_half_away(q * (1 << 31))
+    if q_fixed == 1 << 31:
+        q_fixed //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    if shift > 30:
+        return INT32_MAX, 30
+    return int(q_fixed), int(shift)
+
+
+def quantize_multipliers(reals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """quantize_multiplier of each entry (per-channel scales): (multipliers, shifts) as int64 arrays."""
+    pairs = [quantize_multiplier(float(r)) for r in np.ravel(reals)]
+    return (np.array([p[0] for p in pairs], _I64).reshape(np.shape(reals)),
+            np.array([p[1] for p in pairs], _I64).reshape(np.shape(reals)))
+
+
+def _round_half_away(x: float) -> int:
+    """std::round: halves away from zero."""
+    return int(math.floor(abs(x) + 0.5)) * (1 if x >= 0 else -1)
+
+
+def saturating_rounding_doubling_high_mul(a, b):
+    """gemmlowp's SaturatingRoundingDoublingHighMul on int32 values (as int64 arrays): round(a*b / 2**31),
+    ties away from zero, with INT32_MIN * INT32_MIN saturating to INT32_MAX."""
+    a = np.asarray(a, _I64)
+    b = np.asarray(b, _I64)
+    ab = a * b
+    nudge = np.where(ab >= 0, _I64(1 << 30), _I64(1 - (1 << 30)))
+    total = ab + nudge
+    # C's division truncates toward zero; numpy's // floors.
+    q = np.where(total >= 0, total >> 31, -((-total) >> 31))
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), _I64(INT32_MAX), q)
+
+
+def rounding_divide_by_pot(x, exponent):
+    """gemmlowp's RoundingDivideByPOT: x / 2**exponent rounded to nearest, ties away from zero."""
+    x = np.asarray(x, _I64)
+    exponent = np.asarray(exponent, _I64)
+    mask = (_I64(1) << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
+
+
+def multiply_by_quantized_multiplier(x, multiplier, shift):
+    """TFLite's MultiplyByQuantizedMultiplier for int32 accumulators (the double-rounding form LiteRT's
+    builtin kernels use): a left shift for shift > 0, the high multiply, a rounding right shift."""
+    x = np.asarray(x, _I64)
+    shift = np.asarray(shift, _I64)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x << left, multiplier), right)
+
+
+def multiply_by_quantized_multiplier_int64(x, multiplier, shift):
+    """TFLite's MultiplyByQuantizedMultiplier for int64 accumulators (16x8 kernels): the multiplier
+    reduced to 15 bits, one rounding shift."""
+    x = np.asarray(x, _I64)
+    multiplier = np.asarray(multiplier, _I64)
+    reduced = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, _I64(0x7FFF))
+    total_shift = 15 - np.asarray(shift, _I64)
+    return (x * reduced + (_I64(1) << (total_shift - 1))) >> total_shift
+
+
+def activation_range(code: int, scale: float, zero_point: int, qmin: int, qmax: int) -> tuple[int, int]:
+    """CalculateActivationRangeQuantized: a fused activation's bounds in the output's integer domain."""
+    def q(x: float) -> int:
+        return zero_point + _round_half_away(x / scale)
+    if code == 1:          # RELU
+        return max(qmin, q(0.0)), qmax
+    if code == 3:          # RELU6
+        return max(qmin, q(0.0)), min(qmax, q(6.0))
+    if code == 2:          # RELU_N1_TO_1
+        return max(qmin, q(-1.0)), min(qmax, q(1.0))
+    if code == 0:
+        return qmin, qmax
+    raise ValueError(f"fused activation {code} is not supported on quantized tensors")
+
+
+def channel_shape(rank: int, axis: int, n: int) -> tuple[int, ...]:
+    """The shape that broadcasts n per-channel values along `axis` of a rank-`rank` array."""
+    shape = [1] * rank
+    shape[axis] = n
+    return tuple(shape)
