@@ -119,7 +119,7 @@ class Backend:
         self.dtypes: dict[str, tuple[str, ...]] = {}
         self.attrs: dict[str, KernelAttrs] = {}
         # Quantized kernels: chosen for an op whose input 0 or output 0 is a quantized integer tensor
-        # (compiler.op_is_quantized), with the integer types each runs.
+        # (compiler.quantized_type), with the integer types each runs.
         self.quantized: dict[str, Prepare] = {}
         self.qdtypes: dict[str, tuple[str, ...]] = {}
 

@@ -325,6 +325,11 @@ def dump_litert(directory: Path, recorder: OpRecorder, model: Model, it: Any, rt
 
 # ---- the command
 
+def _is_quantized(tensor) -> bool:
+    q = tensor.quantization
+    return tensor.dtype.kind in "iu" and q is not None and np.size(q.scale) > 0
+
+
 def _check_args(args: argparse.Namespace) -> None:
     for opt in ("rtol", "atol"):
         value = getattr(args, opt)
@@ -397,6 +402,8 @@ def compare_cmd(args: argparse.Namespace) -> int:
         raise CliError(f"{ref_label} gives {len(want)} outputs, onert-py {len(got)}")
 
     rows, all_ok, atols, worst = [], True, [], []
+    main = sess.model.subgraphs[sess.subgraph_index]
+    quantized = [_is_quantized(main.tensors[t]) for t in main.outputs]
     for k, (name, g, w) in enumerate(zip(names, got, want)):
         # LiteRT must give our dtypes; a stored file may hold wider ones of the same kind
         max_abs, max_rel, ok, note, bad = compare_detail(g, w, args.rtol, args.atol,
@@ -408,7 +415,10 @@ def compare_cmd(args: argparse.Namespace) -> int:
             if where:
                 worst.append(f"output {k} {name!r} is furthest off {where}")
         dtype = "string" if g.dtype == object else str(g.dtype)
-        rows.append((str(k), name, str(list(g.shape)), dtype, _fmt(max_abs), _fmt(max_rel),
+        # a quantized integer output's error counts steps of its scale: LSBs
+        lsb = k < len(quantized) and quantized[k] and max_abs is not None
+        abs_text = f"{_fmt(max_abs)} LSB" if lsb else _fmt(max_abs)
+        rows.append((str(k), name, str(list(g.shape)), dtype, abs_text, _fmt(max_rel),
                      "-" if bad is None else f"{bad}/{np.size(g)}",
                      ("PASS" if ok else "FAIL") + (f" ({note})" if note else "")))
     print(f"onert-py vs {ref_label} (rtol {args.rtol:g}, atol {args.atol:g})")

@@ -50,7 +50,10 @@ def _quant(t: Tensor) -> str | None:
     scale, zp = np.asarray(q.scale).reshape(-1), np.asarray(q.zero_point).reshape(-1)
     if scale.size == 1:
         return f"scale {float(scale[0]):.6g} zp {int(zp[0]) if zp.size else 0}"
-    return f"per-channel x{scale.size} on axis {q.quantized_dimension}"
+    zps = sorted({int(z) for z in zp}) if zp.size else [0]
+    zp_text = f"zp {zps[0]}" if len(zps) == 1 else f"zp {zps[0]}..{zps[-1]}"
+    return (f"per-channel x{scale.size} on axis {q.quantized_dimension}, scale {float(scale.min()):.3g}.."
+            f"{float(scale.max()):.3g} {zp_text}")
 
 
 def _option_value(key: str, value: Any) -> Any:

@@ -60,7 +60,9 @@ def render() -> str:
     for backend in (CPU, CONTROLFLOW):
         for name, _ in backend.kernels.items():
             dtypes = backend.dtypes.get(name) or ()
-            rows.append((name, backend.name, ", ".join(dtypes) if dtypes else "any"))
+            qtypes = backend.qdtypes.get(name) or ()
+            rows.append((name, backend.name, ", ".join(dtypes) if dtypes else "any",
+                         ", ".join(qtypes) if name in backend.quantized else "-"))
     rows.sort()
     have = {r[0] for r in rows}
     missing = [op for op in LITERT_BUILTIN_OPS if op not in have]
@@ -72,10 +74,14 @@ def render() -> str:
         f"{len(rows)} builtin kernels ({sum(r[1] == 'cpu' for r in rows)} cpu, "
         f"{sum(r[1] == 'controlflow' for r in rows)} controlflow).",
         "",
-        "| op | backend | dtypes |",
-        "|---|---|---|",
+        "Quantized: the types of quantized tensors (input 0 or output 0 with quantization parameters) the op's",
+        "quantized kernel runs, bit-exact with LiteRT's builtin kernels; \"-\": a quantized op of this kind is",
+        "refused at session creation.",
+        "",
+        "| op | backend | dtypes | quantized |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| {_cell(op)} | {_cell(be)} | {_cell(dt)} |" for op, be, dt in rows]
+    lines += [f"| {_cell(op)} | {_cell(be)} | {_cell(dt)} | {_cell(qt)} |" for op, be, dt, qt in rows]
     lines += [
         "",
         "## LiteRT builtin ops without a kernel",

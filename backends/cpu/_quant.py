@@ -126,9 +126,10 @@ def multiply_by_quantized_multiplier_int64(x, multiplier, shift):
 
 
 def activation_range(code: int, scale: float, zero_point: int, qmin: int, qmax: int) -> tuple[int, int]:
-    """CalculateActivationRangeQuantized: a fused activation's bounds in the output's integer domain."""
+    """CalculateActivationRangeQuantized: a fused activation's bounds in the output's integer domain,
+    round(f / scale) divided in float32 as LiteRT does (a float64 division can round a tie otherwise)."""
     def q(x: float) -> int:
-        return zero_point + _round_half_away(x / scale)
+        return zero_point + int(round_half_away32(np.float32(x) / np.float32(scale)))
     if code == 1:          # RELU
         return max(qmin, q(0.0)), qmax
     if code == 3:          # RELU6
@@ -138,6 +139,42 @@ def activation_range(code: int, scale: float, zero_point: int, qmin: int, qmax: 
     if code == 0:
         return qmin, qmax
     raise ValueError(f"fused activation {code} is not supported on quantized tensors")
+
+
+def round_half_away32(x):
+    """std::round of float32 values (halves away from zero), exactly (x + 0.5 in float32 misrounds)."""
+    t = np.trunc(x)
+    return t + np.where(np.abs(x - t) >= np.float32(0.5), np.sign(x), np.float32(0)).astype(np.float32)
+
+
+def to_int32_x86(x):
+    """static_cast<int32_t> of float values as x86 does it: truncation, and INT32_MIN for a value outside
+    the int32 range (or NaN), where C leaves the result undefined. int64 array."""
+    x = np.asarray(x, np.float64)
+    ok = (x >= -2.0**31) & (x < 2.0**31)
+    return np.where(ok, np.trunc(np.where(ok, x, 0)), -2.0**31).astype(_I64)
+
+
+def wrap_int32(x):
+    """int64 values cast to int32 as C does (modulo 2**32), kept as int64."""
+    return ((np.asarray(x, _I64) + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def multiply_by_quantized_multiplier_half_up(x, multiplier, shift):
+    """MultiplyByQuantizedMultiplier as LiteRT's optimized x86 paths compute it (ruy's GEMM output stage,
+    which runs int8/uint8 FULLY_CONNECTED and CONV_2D, and the emulated NEON vqrdmulh + vrshl of the
+    optimized int8 DEPTHWISE_CONV_2D): x shifted left in int32, the high multiply rounded half up
+    ((x*m + 2**30) >> 31), then a right shift also rounded half up, where the reference rounds both
+    halves away from zero (they differ on negative ties); a sum that overflows int32 with the nudge
+    gives 2**(31 - e), as ruy. E.g. -3201 * 2**-8 is -12 here, -13 in the reference form."""
+    shift = np.asarray(shift, _I64)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    x = wrap_int32(np.asarray(x, _I64) << left)
+    high = (x * np.asarray(multiplier, _I64) + (1 << 30)) >> 31
+    nudge = np.where(right > 0, _I64(1) << np.maximum(right - 1, 0), 0)
+    total = high + nudge
+    return np.where(total > INT32_MAX, _I64(1) << (31 - right), total >> right)
 
 
 def channel_shape(rank: int, axis: int, n: int) -> tuple[int, ...]:

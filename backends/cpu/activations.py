@@ -6,16 +6,29 @@ and rounded once at the end, so multi-step formulas do not round after every ste
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from onert_py.backends.cpu._common import Scratch, clip_ufunc as _clip_ufunc
+from onert_py.backends.cpu._common import Scratch
+from onert_py.backends.cpu._common import clip_ufunc as _clip_ufunc
 from onert_py.backends.cpu._conv_plan import ROW, chunk
+from onert_py.backends.cpu._quant import (
+    multiply_by_quantized_multiplier,
+    qparams,
+    quantize_multiplier,
+    round_half_away32,
+    rounding_divide_by_pot,
+    to_int32_x86,
+    wrap_int32,
+)
 from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import broadcasting, same_shape
 
 _FLOATS = ("float32", "float16")
 _F32 = np.float32
+_I64 = np.int64
 
 
 def _unary(ctx: KernelContext, fn, fn_out=None) -> Run:
@@ -60,9 +73,107 @@ def _clip_unary(ctx: KernelContext, lo: float, hi: float) -> Run:
     return _unary(ctx, c, c)
 
 
+# --------------------------------------------------------------------------------------------------
+# Quantized kernels (LiteRT's builtin ones, bit for bit). TFLite keeps scales as float32 and derives
+# every real multiplier in float32 arithmetic (float / float) before QuantizeMultiplier widens it, so
+# the multipliers here are computed in float32 too.
+
+_I8 = ("int8", "uint8")
+_I8_16 = ("int8", "uint8", "int16")
+
+
+def _q_unary(ctx: KernelContext, types: tuple[str, ...], symmetric16: bool = True):
+    """Checks of a one-input quantized activation: the types, equal input and output types, per-tensor
+    parameters on both; int16 wants zero points 0 (LiteRT's symmetric int16). Returns
+    (input scale, input zero point, output scale, output zero point) with float32 scales."""
+    ctx.expect_inputs(1)
+    x_t, y_t = ctx.input_tensor(0), ctx.output_tensor(0)
+    name = x_t.dtype.name
+    if name not in types:
+        raise ctx.fail(f"quantized input type {name} is not supported (supported: {', '.join(types)})")
+    if y_t.dtype != x_t.dtype:
+        raise ctx.fail(f"output type {y_t.dtype.name} differs from input type {name}")
+    qi, qo = qparams(x_t), qparams(y_t)
+    if qi is None or qo is None:
+        raise ctx.fail("a quantized activation needs quantization parameters on its input and output")
+    if qi.per_channel or qo.per_channel:
+        raise ctx.fail("a quantized activation needs per-tensor quantization parameters")
+    zi, zo = int(qi.zero_point[0]), int(qo.zero_point[0])
+    if symmetric16 and name == "int16" and (zi != 0 or zo != 0):
+        raise ctx.fail(f"int16 input and output need zero point 0, have {zi} and {zo}")
+    return _F32(qi.scale[0]), zi, _F32(qo.scale[0]), zo
+
+
+
+
+
+
+def _lut(dt: np.dtype, s_in, z_in: int, s_out, z_out: int, fn) -> np.ndarray:
+    """LiteRT's LUTPopulate for int8/uint8: every input value dequantized in float32, transformed by
+    `fn` (float32 -> float32), multiplied by 1/s_out, rounded half away, offset by z_out (a float32
+    add), truncated to int32 and clamped. The table is indexed by the input's bytes (x.view(uint8))."""
+    info = np.iinfo(dt)
+    vals = np.arange(info.min, info.max + 1, dtype=np.int64)
+    deq = _F32(s_in) * (vals - z_in).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        tr = np.asarray(fn(deq), np.float32)
+        inv = _F32(1) / _F32(s_out)
+        q = round_half_away32((tr * inv).astype(np.float32)) + _F32(z_out)
+    q = np.clip(to_int32_x86(q.astype(np.float32)), info.min, info.max)
+    table = np.empty(256, dt)
+    table[vals.astype(dt).view(np.uint8)] = q.astype(dt)
+    return table
+
+
+def _lut_run(ctx: KernelContext, table: np.ndarray) -> Run:
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        v[o] = table[np.asarray(v[a]).view(np.uint8)]
+    return run
+
+
+def _libm32(fn):
+    """A float32 libm function (expf, tanhf, ...) as the float64 one rounded to float32: the correctly
+    rounded value, which glibc's float functions return but for rare last-ulp cases."""
+    return lambda x: fn(np.asarray(x, np.float64)).astype(np.float32)
+
+
+_exp32, _tanh32, _expm1_32 = _libm32(np.exp), _libm32(np.tanh), _libm32(np.expm1)
+_erfc32 = _libm32(np.vectorize(math.erfc, otypes=[np.float64]))
+
+
+def _q_relu_x(ctx: KernelContext, lo: float, hi: float, types: tuple[str, ...]) -> Run:
+    """LiteRT's QuantizedReluX: (x - zp_in) rescaled by s_in / s_out, plus zp_out, clamped to the
+    bounds [zp_out + round(lo / s_out), zp_out + round(hi / s_out)] (float32 division, roundf) within
+    the type (an infinite hi is the type's maximum)."""
+    s_in, z_in, s_out, z_out = _q_unary(ctx, types)
+    info = np.iinfo(ctx.input_tensor(0).dtype)
+    mult, shift = quantize_multiplier(float(np.float32(s_in / s_out)))
+    with np.errstate(over="ignore", divide="ignore"):
+        qlo = max(int(info.min), z_out + int(round_half_away32(np.float32(_F32(lo) / s_out))))
+        qhi = int(info.max) if hi == np.inf else min(int(info.max),
+                                                      z_out + int(round_half_away32(np.float32(_F32(hi) / s_out))))
+    dt = info.dtype
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = np.asarray(v[a], np.int64) - z_in
+        r = multiply_by_quantized_multiplier(x, mult, shift) + z_out
+        v[o] = np.minimum(np.maximum(r, qlo), qhi).astype(dt)
+    return run
+
+
 @CPU.register("RELU", dtypes=_FLOATS)
 def relu(ctx: KernelContext) -> Run:
     return _clip_unary(ctx, 0, np.inf)
+
+
+@CPU.register_quantized("RELU", dtypes=_I8_16)
+def relu_quantized(ctx: KernelContext) -> Run:
+    return _q_relu_x(ctx, 0, np.inf, _I8_16)
 
 
 @CPU.register("RELU6", dtypes=_FLOATS)
@@ -70,9 +181,19 @@ def relu6(ctx: KernelContext) -> Run:
     return _clip_unary(ctx, 0, 6)
 
 
+@CPU.register_quantized("RELU6", dtypes=_I8_16)
+def relu6_quantized(ctx: KernelContext) -> Run:
+    return _q_relu_x(ctx, 0, 6, _I8_16)
+
+
 @CPU.register("RELU_N1_TO_1", dtypes=_FLOATS)
 def relu_n1_to_1(ctx: KernelContext) -> Run:
     return _clip_unary(ctx, -1, 1)
+
+
+@CPU.register_quantized("RELU_N1_TO_1", dtypes=_I8)
+def relu_n1_to_1_quantized(ctx: KernelContext) -> Run:
+    return _q_relu_x(ctx, -1, 1, _I8)
 
 
 @CPU.register("RELU_0_TO_1", dtypes=("float32",))
@@ -80,10 +201,42 @@ def relu_0_to_1(ctx: KernelContext) -> Run:
     return _clip_unary(ctx, 0, 1)
 
 
+@CPU.register_quantized("RELU_0_TO_1", dtypes=_I8)
+def relu_0_to_1_quantized(ctx: KernelContext) -> Run:
+    return _q_relu_x(ctx, 0, 1, _I8)
+
+
 @CPU.register("LEAKY_RELU", dtypes=_FLOATS)
 def leaky_relu(ctx: KernelContext) -> Run:
     alpha = _F32(ctx.options.get("alpha", 0.0))
     return _unary(ctx, lambda x: np.where(x > 0, x, x * alpha))
+
+
+@CPU.register_quantized("LEAKY_RELU", dtypes=_I8_16)
+def leaky_relu_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's QuantizeLeakyRelu: x - zp_in rescaled by s_in / s_out where it is >= 0, by
+    s_in * alpha / s_out below (float32 arithmetic), plus zp_out, clamped to the type."""
+    s_in, z_in, s_out, z_out = _q_unary(ctx, _I8_16)
+    alpha = _F32(ctx.options.get("alpha", 0.0))
+    m_id, sh_id = quantize_multiplier(float(np.float32(s_in / s_out)))
+    m_al, sh_al = quantize_multiplier(float(np.float32(np.float32(s_in * alpha) / s_out)))
+    # A negative alpha: LiteRT's 8-bit kernel rescales by |multiplier| and negates after (halves round
+    # differently from a negative multiplier's); its int16 kernel uses the negative multiplier.
+    sign_al = 1
+    if m_al < 0 and ctx.input_tensor(0).dtype != np.int16:
+        sign_al, m_al = -1, -m_al
+    info = np.iinfo(ctx.input_tensor(0).dtype)
+    lo, hi, dt = int(info.min), int(info.max), info.dtype
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = np.asarray(v[a], np.int64) - z_in
+        pos = x >= 0
+        r = np.where(pos, multiply_by_quantized_multiplier(x, m_id, sh_id),
+                     sign_al * multiply_by_quantized_multiplier(x, m_al, sh_al)) + z_out
+        v[o] = np.clip(r, lo, hi).astype(dt)
+    return run
 
 
 def _prelu_plan(x_shape: tuple[int, ...], alpha: np.ndarray):
@@ -176,15 +329,165 @@ def prelu(ctx: KernelContext) -> Run:
     return run_tiled
 
 
+@CPU.register_quantized("PRELU", dtypes=_I8_16)
+def prelu_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's reference quantized PRELU, alpha a quantized tensor broadcasting against x (int8 alpha
+    for int8 and int16 x, uint8 for uint8): x - zp_in rescaled by s_in / s_out where it is >= 0, else
+    (x - zp_in) * (alpha - zp_alpha) rescaled by s_in * s_alpha / s_out (float32 arithmetic), plus
+    zp_out, clamped to the type. The output has x's shape (LiteRT's check)."""
+    ctx.expect_inputs(2)
+    x_t, al_t, y_t = ctx.input_tensor(0), ctx.input_tensor(1), ctx.output_tensor(0)
+    name = x_t.dtype.name
+    if name not in _I8_16:
+        raise ctx.fail(f"quantized input type {name} is not supported (supported: int8, uint8, int16)")
+    if y_t.dtype != x_t.dtype:
+        raise ctx.fail(f"output type {y_t.dtype.name} differs from input type {name}")
+    want = "uint8" if name == "uint8" else "int8"
+    if al_t.dtype.name != want:
+        raise ctx.fail(f"alpha type {al_t.dtype.name} is not supported with {name} input (supported: {want})")
+    qi, qa, qo = qparams(x_t), qparams(al_t), qparams(y_t)
+    if qi is None or qa is None or qo is None:
+        raise ctx.fail("a quantized PRELU needs quantization parameters on input, alpha and output")
+    if qi.per_channel or qa.per_channel or qo.per_channel:
+        raise ctx.fail("a quantized PRELU needs per-tensor quantization parameters")
+    s_in, s_al, s_out = _F32(qi.scale[0]), _F32(qa.scale[0]), _F32(qo.scale[0])
+    z_in, z_al, z_out = int(qi.zero_point[0]), int(qa.zero_point[0]), int(qo.zero_point[0])
+    x_shape, al_shape = tuple(x_t.shape), tuple(al_t.shape)
+    if not x_t.is_dynamic and not al_t.is_dynamic:
+        try:
+            out_shape = np.broadcast_shapes(x_shape, al_shape)
+        except ValueError:
+            raise ctx.fail(f"alpha shape {list(al_shape)} does not broadcast against input shape "
+                           f"{list(x_shape)}") from None
+        if out_shape != x_shape:
+            raise ctx.fail(f"alpha shape {list(al_shape)} broadcasts the input shape {list(x_shape)} "
+                           f"to {list(out_shape)}: the output must have the input's shape")
+    m1, sh1 = quantize_multiplier(float(_F32(s_in / s_out)))
+    m2, sh2 = quantize_multiplier(float(_F32(_F32(s_in * s_al) / s_out)))
+    info = np.iinfo(x_t.dtype)
+    lo, hi, dt = int(info.min), int(info.max), info.dtype
+    (a, s), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = np.asarray(v[a], np.int64) - z_in
+        al = np.asarray(v[s], np.int64) - z_al
+        x, al = np.broadcast_arrays(x, al)
+        r = np.where(x >= 0, multiply_by_quantized_multiplier(x, m1, sh1),
+                     multiply_by_quantized_multiplier(x * al, m2, sh2)) + z_out
+        v[o] = np.clip(r, lo, hi).astype(dt)
+    return run
+
+
 @CPU.register("ELU", dtypes=_FLOATS)
 def elu(ctx: KernelContext) -> Run:
     zero = _F32(0)
     return _unary(ctx, lambda x: np.where(x < zero, np.expm1(np.minimum(x, zero)), x))
 
 
+@CPU.register_quantized("ELU", dtypes=("int8",))
+def elu_quantized(ctx: KernelContext) -> Run:
+    """int8 only (LiteRT's table of x < 0 ? expm1(x) : x)."""
+    s_in, z_in, s_out, z_out = _q_unary(ctx, ("int8",))
+    zero = _F32(0)
+    table = _lut(np.dtype(np.int8), s_in, z_in, s_out, z_out,
+                 lambda x: np.where(x < zero, _expm1_32(np.minimum(x, zero)), x))
+    return _lut_run(ctx, table)
+
+
+# LiteRT's table of sigmoid(i / 24) in Q0.16 (sigmoid_table_uint16), which its int16 TANH and
+# LOGISTIC interpolate: data, its entries are not a plain rounding of the function.
+_SIGMOID_Q16 = np.array([
+    32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149, 40794, 41432,
+    42064, 42688, 43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369, 47911, 48443, 48964, 49475,
+    49975, 50464, 50942, 51409, 51865, 52311, 52745, 53169, 53581, 53983, 54374, 54755, 55125, 55485,
+    55834, 56174, 56503, 56823, 57133, 57433, 57724, 58007, 58280, 58544, 58800, 59048, 59288, 59519,
+    59743, 59959, 60168, 60370, 60565, 60753, 60935, 61110, 61279, 61441, 61599, 61750, 61896, 62036,
+    62172, 62302, 62428, 62549, 62666, 62778, 62886, 62990, 63090, 63186, 63279, 63368, 63454, 63536,
+    63615, 63691, 63765, 63835, 63903, 63968, 64030, 64090, 64148, 64204, 64257, 64308, 64357, 64405,
+    64450, 64494, 64536, 64576, 64614, 64652, 64687, 64721, 64754, 64786, 64816, 64845, 64873, 64900,
+    64926, 64950, 64974, 64997, 65019, 65039, 65060, 65079, 65097, 65115, 65132, 65149, 65164, 65179,
+    65194, 65208, 65221, 65234, 65246, 65258, 65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337,
+    65345, 65352, 65360, 65367, 65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425,
+    65429, 65433, 65438, 65442, 65445, 65449, 65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474,
+    65476, 65479, 65481, 65483, 65485, 65488, 65489, 65491, 65493, 65495, 65497, 65498, 65500, 65501,
+    65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513, 65514, 65515, 65516, 65517,
+    65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522, 65523, 65523, 65524, 65524, 65525, 65525,
+    65526, 65526, 65526, 65527, 65527, 65528, 65528, 65528, 65529, 65529, 65529, 65529, 65530, 65530,
+    65530, 65530, 65531, 65531, 65531, 65531, 65531, 65532, 65532, 65532, 65532, 65532, 65532, 65533,
+    65533, 65533, 65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534,
+    65534, 65534, 65534, 65535,
+], np.int64)
+
+
+def _checked_log2(scale) -> tuple[bool, int]:
+    """CheckedLog2 (float32): (log2(scale) within 1e-3 of an integer, that integer)."""
+    l2 = _F32(_F32(np.log(_F32(scale))) * _F32(_F32(1) / _F32(np.log(_F32(2)))))
+    r = _F32(round_half_away32(l2))
+    return bool(abs(_F32(l2 - r)) < _F32(1e-3)), int(r)
+
+
+def _tanh_logistic16(ctx: KernelContext, tanh: bool) -> Run:
+    """int16 TANH / LOGISTIC (zero points 0, output scale 2**-15): LiteRT's reference_integer_ops
+    kernels, which rescale x to 1/(3*4096) per unit (x * multiplier, a rounding right shift), then
+    interpolate sigmoid_table_uint16 linearly on |x| (9 low bits for LOGISTIC, 8 for TANH = 2*sigmoid(2x)
+    - 1) and mirror negative inputs. A power-of-two input scale (2**-12, or 2**-11 for TANH) runs
+    LiteRT's gemmlowp fixed-point kernel instead, which is not implemented: refused."""
+    op = "TANH" if tanh else "LOGISTIC"
+    s_in, _, s_out, _ = _q_unary(ctx, ("int16",))
+    pot_out, l2_out = _checked_log2(s_out)
+    if not tanh and float(s_out) != 1.0 / 32768:
+        raise ctx.fail(f"int16 LOGISTIC needs output scale 1/32768, has {float(s_out)}")
+    if not pot_out or l2_out != -15:
+        raise ctx.fail(f"int16 {op} needs output scale 2**-15, has {float(s_out)}")
+    pot_in, l2_in = _checked_log2(s_in)
+    if pot_in and 12 + l2_in in ((0, 1) if tanh else (0,)):
+        raise ctx.fail(f"int16 {op} with the power-of-two input scale {float(s_in)} (LiteRT's gemmlowp "
+                       "fixed-point kernel) is not supported")
+    m = float(s_in) * 4096.0 * 3.0
+    shift = 0
+    while m <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        m *= 2.0
+    mult = int(m)
+    rnd = (1 << (shift - 1)) if shift > 0 else 0
+    frac = 8 if tanh else 9
+    table = _SIGMOID_Q16
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        xi = wrap_int32(np.asarray(v[a], np.int64) * mult + rnd) >> shift
+        ab = np.abs(xi)
+        uh = ab >> frac
+        ok = uh < 255
+        k = np.where(ok, uh, 0)
+        ua = table[k]
+        lerp = (ua << frac) + (ab & ((1 << frac) - 1)) * (table[k + 1] - ua)
+        pos = xi >= 0
+        if tanh:
+            r = np.where(ok, lerp, 0xFFFF << 8)
+            r = np.where(pos, r - (1 << 23) + (1 << 7), -r + (1 << 23) + (1 << 7) - 1) >> 8
+        else:
+            r = np.where(ok, lerp, 0x7FFF << 10)
+            r = np.where(pos, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1) >> 10
+        v[o] = r.astype(np.int16)
+    return run
+
+
 @CPU.register("TANH", dtypes=_FLOATS)
 def tanh(ctx: KernelContext) -> Run:
     return _unary(ctx, np.tanh, np.tanh)
+
+
+@CPU.register_quantized("TANH", dtypes=_I8_16)
+def tanh_quantized(ctx: KernelContext) -> Run:
+    """int8/uint8: LiteRT's 256-entry table of tanh (its default generic-optimized kernel); int16:
+    `_tanh_logistic16`."""
+    if ctx.input_tensor(0).dtype == np.int16:
+        return _tanh_logistic16(ctx, tanh=True)
+    s_in, z_in, s_out, z_out = _q_unary(ctx, _I8)
+    return _lut_run(ctx, _lut(ctx.input_tensor(0).dtype, s_in, z_in, s_out, z_out, _tanh32))
 
 
 def _logistic(x):
@@ -209,6 +512,22 @@ def logistic(ctx: KernelContext) -> Run:
     return _unary(ctx, _logistic, _logistic_out)
 
 
+@CPU.register_quantized("LOGISTIC", dtypes=_I8_16)
+def logistic_quantized(ctx: KernelContext) -> Run:
+    """int8/uint8: LiteRT's 256-entry table of 1 / (1 + exp(-x)) in float32; the output scale must be
+    1/256 (LiteRT's check). int16: `_tanh_logistic16`."""
+    if ctx.input_tensor(0).dtype == np.int16:
+        return _tanh_logistic16(ctx, tanh=False)
+    s_in, z_in, s_out, z_out = _q_unary(ctx, _I8)
+    if float(s_out) != 1.0 / 256:
+        raise ctx.fail(f"quantized LOGISTIC needs output scale 1/256, has {float(s_out)}")
+    one = _F32(1)
+
+    def sigmoid(x):
+        return one / (one + _exp32(-x))
+    return _lut_run(ctx, _lut(ctx.input_tensor(0).dtype, s_in, z_in, s_out, z_out, sigmoid))
+
+
 @CPU.register("HARD_SWISH", dtypes=_FLOATS)
 def hard_swish(ctx: KernelContext) -> Run:
     three, zero, six = _F32(3), _F32(0), _F32(6)
@@ -225,6 +544,68 @@ def hard_swish(ctx: KernelContext) -> Run:
         np.multiply(x, y, out=y)
         return np.divide(y, six, out=y)
     return _unary(ctx, hswish, hswish_out)
+
+
+def _srdhm16(a, b):
+    """gemmlowp's SaturatingRoundingDoublingHighMul on int16 values: (a*b + nudge) / 2**15 truncated,
+    the nudge 2**14 (1 - 2**14 for a negative product), int16 min * int16 min saturating."""
+    ab = a * b
+    t = ab + np.where(ab >= 0, _I64(1 << 14), _I64(1 - (1 << 14)))
+    q = np.where(t >= 0, t >> 15, -((-t) >> 15))
+    return np.where((a == -32768) & (b == -32768), _I64(32767), q)
+
+
+def _sat_shl16(x, amount: int):
+    return np.clip(x * (1 << amount), -32768, 32767)
+
+
+def _downscale_multiplier16(m: int) -> int:
+    """DownScaleInt32ToInt16Multiplier: a Q0.31 multiplier rounded to Q0.15."""
+    return 32767 if m >= (1 << 31) - 1 - (1 << 15) else (m + (1 << 15)) >> 16
+
+
+@CPU.register_quantized("HARD_SWISH", dtypes=_I8)
+def hard_swish_quantized(ctx: KernelContext) -> Run:
+    """int8/uint8: LiteRT's reference fixed-point HardSwish in int16 arithmetic (its optimized kernel
+    is NEON-only and falls back to it on x86). x - zp_in is taken to the "hires" scale s_in / 128 (x128);
+    its value on the output scale is a rounding doubling high multiply by the Q0.15 multiplier of
+    s_in / 128 / s_out; the "reluish" factor rescales it so that 3.0 is 32768 (saturating), maps [-1, 1]
+    to [0, 1], and a truncating doubling high multiply of the two, a rounding right shift and zp_out
+    give the output. LiteRT refuses s_in / s_out >= 128 (the output exponent must be <= 0)."""
+    s_in, z_in, s_out, z_out = _q_unary(ctx, _I8)
+    hires = _F32(_F32(1.0 / 128.0) * s_in)
+    m_out32, e_out = quantize_multiplier(float(_F32(hires / s_out)))
+    if e_out > 0:
+        raise ctx.fail(f"quantized HARD_SWISH needs input scale / output scale below 128, has "
+                       f"{float(s_in)} / {float(s_out)}")
+    m_rel32, e_rel = quantize_multiplier(float(_F32(hires / _F32(3.0 / 32768.0))))
+    m_out, m_rel = _downscale_multiplier16(m_out32), _downscale_multiplier16(m_rel32)
+    info = np.iinfo(ctx.input_tensor(0).dtype)
+    lo, hi, dt = int(info.min), int(info.max), info.dtype
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x_hi = (np.asarray(v[a], np.int64) - z_in) * 128      # fits int16: |x - zp| <= 255
+        pre = _srdhm16(x_hi, m_out)
+        r = x_hi
+        if e_rel > 0:
+            r = _sat_shl16(r, e_rel - 1)
+        r = _srdhm16(r, m_rel)
+        if e_rel > 0:
+            r = _sat_shl16(r, 1)
+        elif e_rel < 0:
+            r = rounding_divide_by_pot(r, -e_rel)
+        r = (r + (1 << 15)) >> 1
+        p = r * pre
+        p = np.where(p >= 0, p >> 15, -((-p) >> 15))          # SaturatingDoublingHighMul: truncates
+        y = _wrap_int16(rounding_divide_by_pot(p, -e_out) + z_out)
+        v[o] = np.clip(y, lo, hi).astype(dt)
+    return run
+
+
+def _wrap_int16(x):
+    return ((x + (1 << 15)) & 0xFFFF) - (1 << 15)
 
 
 # erfc(z) for z >= 0 as t * exp(-z^2 + P(t)), t = 1 / (1 + z/2): the Chebyshev fit of Numerical
@@ -261,6 +642,24 @@ def gelu(ctx: KernelContext) -> Run:
     return _unary(ctx, fn)
 
 
+@CPU.register_quantized("GELU", dtypes=_I8)
+def gelu_quantized(ctx: KernelContext) -> Run:
+    """int8/uint8: LiteRT's 256-entry table of its float32 GELU (GeluTransform / GeluTransformApproximate)."""
+    s_in, z_in, s_out, z_out = _q_unary(ctx, _I8)
+    half, one = _F32(0.5), _F32(1)
+    if ctx.options.get("approximate", False):
+        k, c = _F32(2 / math.sqrt(math.pi) * math.sqrt(0.5)), _F32(0.044715)
+
+        def fn(x):
+            return (half * x) * (one + _tanh32(k * (x + ((c * x) * x) * x)))
+    else:
+        m = _F32(-math.sqrt(0.5))
+
+        def fn(x):
+            return (half * x) * _erfc32(x * m)
+    return _lut_run(ctx, _lut(ctx.input_tensor(0).dtype, s_in, z_in, s_out, z_out, fn))
+
+
 @CPU.register("SOFTMAX", dtypes=_FLOATS)
 def softmax(ctx: KernelContext) -> Run:
     beta = _F32(ctx.options.get("beta", 1.0))
@@ -277,6 +676,147 @@ def softmax(ctx: KernelContext) -> Run:
     return _unary(ctx, fn)
 
 
+def _round_away(x):
+    """std::round of float64 values (halves away from zero), exactly."""
+    t = np.trunc(x)
+    return t + np.where(np.abs(x - t) >= 0.5, np.sign(x), 0.0)
+
+
+def _lut16_populate(in_scale: float, in_zp: int, out_scale: float, out_zp: int, fn,
+                    ftype=np.float64) -> np.ndarray:
+    """LiteRT's LUTPopulate<int16_t>: 513 entries, fn sampled at 512 even steps over the input range and
+    at its end, in `ftype` arithmetic (float64 for SOFTMAX's tables, float32 otherwise); each sample is
+    biased by half the error of linear interpolation at the step's midpoint. int64 array."""
+    f = ftype
+    in_scale, out_scale = f(in_scale), f(out_scale)
+    in_min = f(in_scale * f(-32768 - in_zp))
+    in_max = f(in_scale * f(32767 - in_zp))
+    out_min = f(out_scale * f(-32768 - out_zp))
+    out_max = f(out_scale * f(32767 - out_zp))
+    step = f((in_max - in_min) / f(512))
+    half = f(step / f(2))
+    inv = f(f(65536) / f(out_max - out_min))
+    i = np.arange(512).astype(f)
+    x0 = (in_min + (i * step).astype(f)).astype(f)
+    xm = (x0 + half).astype(f)
+    x1 = (in_min + ((i + f(1)) * step).astype(f)).astype(f)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        val, mid, nxt = (np.asarray(fn(x), f) for x in (x0, xm, x1))
+        sample = _round_away((val * inv).astype(f))
+        interp = _round_away((((nxt * inv).astype(f) + sample) / f(2)).astype(f))
+        bias = _round_away(((interp - _round_away((mid * inv).astype(f))) / f(2)).astype(f))
+        last = _round_away((np.asarray(fn(np.asarray([in_max], f)), f) * inv).astype(f))
+    lut = np.concatenate([(sample - bias).astype(f), last])
+    return np.clip(lut, -32768, 32767).astype(np.int64)
+
+
+def _lut16_lookup(x, lut: np.ndarray):
+    """LiteRT's LUTLookup for int16: entry 256 + (x >> 7), plus the slope to the next entry times the
+    low 7 bits, rounded ((slope * offset + 64) >> 7). int64 in and out."""
+    idx = 256 + (x >> 7)
+    base = lut[idx]
+    return base + (((lut[idx + 1] - base) * (x & 0x7F) + 64) >> 7)
+
+
+def _softmax_int16(ctx: KernelContext) -> Run:
+    """int16 in and out (zero points 0, output scale 1/32768): LiteRT's reference SoftmaxInt16. x - max
+    rescaled so that [-65535, 0] maps onto [-10, 0], exp by a 513-entry interpolated table (Q0.15), the
+    row's int32 sum normalised by its leading zeros, 1/(1 + x) by a second table, and each exp times
+    that reciprocal shifted back, clamped to [0, 32767]."""
+    x_t, y_t = ctx.input_tensor(0), ctx.output_tensor(0)
+    if y_t.dtype != np.int16:
+        raise ctx.fail(f"output type {y_t.dtype.name} is not supported with int16 input (supported: int16)")
+    if len(x_t.shape) == 0:
+        raise ctx.fail("SOFTMAX needs an input of rank 1 or more")
+    qi, qo = qparams(x_t), qparams(y_t)
+    if qi is None or qo is None or qi.per_channel or qo.per_channel:
+        raise ctx.fail("a quantized SOFTMAX needs per-tensor quantization parameters on input and output")
+    zi, zo, s_out = int(qi.zero_point[0]), int(qo.zero_point[0]), _F32(qo.scale[0])
+    if zo != 0 or abs(float(s_out) - 1 / 32768) > float(_F32(0.001) * _F32(1 / 32768)):
+        raise ctx.fail(f"int16 SOFTMAX output needs zero point 0 and scale 1/32768, has {zo} "
+                       f"and {float(s_out)}")
+    if zi != 0:
+        raise ctx.fail(f"int16 SOFTMAX input needs zero point 0, has {zi}")
+    beta = _F32(ctx.options.get("beta", 1.0))
+    mult, shift = quantize_multiplier(float(_F32(_F32(qi.scale[0]) * beta)) / (10.0 / 65535.0))
+    rng = 65535
+    exp_lut = _lut16_populate(10.0 / rng, 32767, 2.0 / rng, 0, np.exp)
+    recip_lut = _lut16_populate(1.0 / rng, -32768, 2.0 / rng, 0, lambda x: 1.0 / (1.0 + x))
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = np.asarray(v[a], np.int64)
+        if x.size == 0:
+            v[o] = np.zeros(x.shape, np.int16)
+            return
+        diff = x - x.max(axis=-1, keepdims=True)
+        scaled = multiply_by_quantized_multiplier(diff, mult, shift) + 32767
+        e = _lut16_lookup(np.clip(scaled, -32768, 32767), exp_lut)
+        total = wrap_int32(e.sum(axis=-1, keepdims=True))
+        # CountLeadingZeros of the sum as uint32 (it is positive: the row's max contributes ~32767)
+        clz = 32 - np.frexp(total.astype(np.float64))[1].astype(np.int64)
+        shifted = ((total << (clz - 1)) + (1 << 13)) >> 14
+        recip = _lut16_lookup(np.clip(shifted - ((1 << 15) + (1 << 16)), -32768, 32767), recip_lut)
+        right = 31 - clz
+        r = (e * recip + (_I64(1) << (right - 1))) >> right
+        v[o] = np.clip(wrap_int32(r), 0, 32767).astype(np.int16)
+    return run
+
+
+@CPU.register_quantized("SOFTMAX", dtypes=_I8_16)
+def softmax_quantized(ctx: KernelContext) -> Run:
+    """int8/uint8 input, output of the same type or int16: LiteRT's optimized float-table softmax.
+    table[d] = expf(-s_in * beta * d) for d = max - x in [0, 255]; each row's sum is accumulated in
+    float32 in order, p = table[d] * (1 / (sum * s_out)) and the output is round(p) + zp_out (uint8:
+    (int)(p + 0.5), the zero point ignored), clamped. An int8 output needs zero point -128 and scale
+    1/256 (LiteRT's check)."""
+    ctx.expect_inputs(1)
+    x_t, y_t = ctx.input_tensor(0), ctx.output_tensor(0)
+    if x_t.dtype == np.int16:
+        return _softmax_int16(ctx)
+    if x_t.dtype.name not in _I8:
+        raise ctx.fail(f"quantized input type {x_t.dtype.name} is not supported "
+                       "(supported: int8, uint8, int16)")
+    if y_t.dtype not in (x_t.dtype, np.dtype(np.int16)):
+        raise ctx.fail(f"output type {y_t.dtype.name} is not supported with {x_t.dtype.name} input "
+                       f"(supported: {x_t.dtype.name}, int16)")
+    if len(x_t.shape) == 0:
+        raise ctx.fail("SOFTMAX needs an input of rank 1 or more")
+    qi, qo = qparams(x_t), qparams(y_t)
+    if qi is None or qo is None or qi.per_channel or qo.per_channel:
+        raise ctx.fail("a quantized SOFTMAX needs per-tensor quantization parameters on input and output")
+    s_out, z_out = _F32(qo.scale[0]), int(qo.zero_point[0])
+    if y_t.dtype == np.int8 and x_t.dtype == np.int8:
+        if z_out != -128 or abs(float(s_out) - 1 / 256) > 0.001 / 256:
+            raise ctx.fail(f"int8 SOFTMAX output needs zero point -128 and scale 1/256, has {z_out} "
+                           f"and {float(s_out)}")
+    beta = _F32(ctx.options.get("beta", 1.0))
+    scale = _F32(-(_F32(qi.scale[0]) * beta))
+    table = _exp32((scale * np.arange(256, dtype=np.float32)).astype(np.float32))
+    out_dt = y_t.dtype
+    info = np.iinfo(out_dt)
+    trunc_half = out_dt == np.uint8
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = np.asarray(v[a], np.int64)
+        if x.size == 0:
+            v[o] = np.zeros(x.shape, out_dt)
+            return
+        e = table[x.max(axis=-1, keepdims=True) - x]
+        total = np.add.accumulate(e, axis=-1, dtype=np.float32)[..., -1:]   # in order, as LiteRT
+        inv = (_F32(1) / (total * s_out).astype(np.float32)).astype(np.float32)
+        p = (e * inv).astype(np.float32)
+        if trunc_half:
+            q = to_int32_x86((p + _F32(0.5)).astype(np.float32))
+        else:
+            q = to_int32_x86(round_half_away32(p)) + z_out
+        v[o] = np.clip(q, int(info.min), int(info.max)).astype(out_dt)
+    return run
+
+
 @CPU.register("LOG_SOFTMAX", dtypes=("float32",))
 def log_softmax(ctx: KernelContext) -> Run:
     if len(ctx.input_tensor(0).shape) == 0:
@@ -287,6 +827,43 @@ def log_softmax(ctx: KernelContext) -> Run:
         d -= np.log(np.exp(d).sum(axis=-1, keepdims=True))
         return d
     return _unary(ctx, fn)
+
+
+@CPU.register_quantized("LOG_SOFTMAX", dtypes=_I8)
+def log_softmax_quantized(ctx: KernelContext) -> Run:
+    """int8/uint8: LiteRT's optimized float-table LOG_SOFTMAX. The output must have scale 16/256 and
+    zero point 127 (int8) or 255 (uint8) (LiteRT's checks). In float32: sum = the row's expf(-s_in *
+    (max - x)) accumulated in order, p = (s_in / s_out) * x - (s_in * max + logf(sum)) / s_out on the raw
+    values (the zero point cancels), output rint(p) + zp_out truncated, clamped."""
+    s_in, _, s_out, z_out = _q_unary(ctx, _I8)
+    x_t = ctx.input_tensor(0)
+    if len(x_t.shape) == 0:
+        raise ctx.fail("LOG_SOFTMAX needs an input of rank 1 or more")
+    want_zp = 127 if x_t.dtype == np.int8 else 255
+    if float(s_out) != 16.0 / 256 or z_out != want_zp:
+        raise ctx.fail(f"{x_t.dtype.name} LOG_SOFTMAX output needs scale 16/256 and zero point {want_zp}, "
+                       f"has {float(s_out)} and {z_out}")
+    table = _exp32((_F32(-s_in) * np.arange(256, dtype=np.float32)).astype(np.float32))
+    ratio = _F32(s_in / s_out)
+    info = np.iinfo(x_t.dtype)
+    dt = info.dtype
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = np.asarray(v[a], np.int64)
+        if x.size == 0:
+            v[o] = np.zeros(x.shape, dt)
+            return
+        mx = x.max(axis=-1, keepdims=True)
+        total = np.add.accumulate(table[mx - x], axis=-1, dtype=np.float32)[..., -1:]   # in order
+        lse = np.log(total.astype(np.float64)).astype(np.float32)       # logf, correctly rounded
+        pre = ((s_in * mx.astype(np.float32)).astype(np.float32) + lse).astype(np.float32)
+        pre = (pre / s_out).astype(np.float32)
+        p = ((ratio * x.astype(np.float32)).astype(np.float32) - pre).astype(np.float32)
+        q = to_int32_x86((np.rint(p) + _F32(z_out)).astype(np.float32))
+        v[o] = np.clip(q, int(info.min), int(info.max)).astype(dt)
+    return run
 
 
 # Shape rules: every output has input 0's shape.

@@ -9,7 +9,9 @@ from typing import Sequence
 import numpy as np
 
 from onert_py.backends.cpu._common import activated, activation_of
-from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input
+from onert_py.backends.cpu._quant import qparams
+from onert_py.backends.cpu.shape import (FIXED_TYPES, QUANTIZED_TYPES, check_dtype, equal_parameters, int_input,
+                                         params32, register_value_movers)
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, Shape, axis_of, merge_same, need_rank, same_shape
 
@@ -90,6 +92,56 @@ def concatenation(ctx: KernelContext) -> Run:
     return run_planned
 
 
+def _parameters_differ(ctx: KernelContext) -> list[int]:
+    """Inputs whose quantization (scale or zero point) differs from the output's."""
+    qo = qparams(ctx.output_tensor(0))
+    differ = []
+    for k in range(len(ctx.inputs)):
+        q = qparams(ctx.input_tensor(k))
+        if q is None or q.scale[0] != qo.scale[0] or q.zero_point[0] != qo.zero_point[0]:
+            differ.append(k)
+    return differ
+
+
+@CPU.register_quantized("CONCATENATION", dtypes=QUANTIZED_TYPES)
+def concatenation_quantized(ctx: KernelContext) -> Run:
+    """As LiteRT: inputs with the output's parameters are copied; int8 inputs with other parameters are
+    refused, uint8 ones rescaled in float32 (ConcatenationWithScaling), int16 ones copied unchanged."""
+    check_dtype(ctx)
+    differ = _parameters_differ(ctx)
+    dt = ctx.output_dtype()
+    if not differ or dt == np.int16:
+        return concatenation(ctx)
+    if dt == np.int8:
+        raise ctx.fail(f"input {differ[0]} has other quantization parameters than the output (LiteRT requires "
+                       "equal ones for int8)")
+    if activation_of(ctx) is not None:
+        raise ctx.fail("a fused activation on a rescaling uint8 CONCATENATION is not supported")
+    qo = qparams(ctx.output_tensor(0))
+    inv_out = np.float32(1.0) / np.float32(qo.scale[0])
+    zo = int(qo.zero_point[0])
+    rescale = {}
+    for k in differ:
+        q = qparams(ctx.input_tensor(k))
+        scale = np.float32(q.scale[0]) * inv_out
+        rescale[k] = (scale, np.float32(-int(q.zero_point[0])) * scale)
+    ins, (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+    axis = _axis(int(ctx.options.get("axis", 0)), _rank(ctx), ctx)
+
+    def run() -> None:
+        parts = []
+        for k, i in enumerate(ins):
+            x = v[i]
+            if k in rescale:
+                scale, bias = rescale[k]
+                y = np.asarray(x, np.float32) * scale + bias
+                x = np.clip(np.trunc(y + np.copysign(np.float32(0.5), y)).astype(np.int32) + zo, 0, 255).astype(dt)
+            parts.append(x)
+        v[o] = np.concatenate(parts, axis=axis)
+    return run
+
+
 @shape_rule("CONCATENATION")
 def concatenation_shape(n: Node):
     shapes = [n.shape(i) for i in range(len(n.op.inputs))]
@@ -110,6 +162,17 @@ def concat_value(n: Node, v: list):
     if np.ndim(v[0]) == 0:
         return [np.stack(v)]
     return [activated(n.opts, np.concatenate(v, axis=axis_of(n, int(n.opts.get("axis", 0)), np.ndim(v[0]))))]
+
+
+@CPU.register_quantized("PACK", dtypes=QUANTIZED_TYPES)
+def pack_quantized(ctx: KernelContext) -> Run:
+    """LiteRT packs quantized values only when every input has the output's parameters."""
+    check_dtype(ctx)
+    differ = _parameters_differ(ctx)
+    if differ:
+        raise ctx.fail(f"input {differ[0]} has other quantization parameters than the output (LiteRT requires "
+                       "equal ones)")
+    return pack(ctx)
 
 
 @CPU.register("PACK", dtypes=("float32", "int32", "int64", "int8", "uint8", "int16", "uint32"))
@@ -518,6 +581,25 @@ def padv2(ctx: KernelContext) -> Run:
     return _pad_run(ctx, lambda: np.ravel(v[t])[0])
 
 
+@CPU.register_quantized("PADV2", dtypes=QUANTIZED_TYPES)
+def padv2_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's quantized PADV2 copies the input's integers (its parameters are not compared with the
+    output's) and pads with the constant's integer, which must have the output's scale and zero point
+    (LiteRT checks it when it runs; we at prepare); without a constant it pads with the output's zero
+    point."""
+    ctx.expect_inputs(2, 3)
+    check_dtype(ctx)
+    if ctx.has_input(2):
+        t = ctx.input_tensor(2)
+        if t.dtype != ctx.output_dtype():
+            raise ctx.fail(f"the pad value has type {t.dtype}, the output {ctx.output_dtype()}")
+        if params32(t) != params32(ctx.output_tensor(0)):
+            raise ctx.fail("the pad value's quantization (scale {}, zero point {}) differs from the output's "
+                           "(scale {}, zero point {}): LiteRT requires equal ones".format(
+                               *params32(t), *params32(ctx.output_tensor(0))))
+    return padv2(ctx)
+
+
 @CPU.register("MIRROR_PAD", dtypes=FIXED_TYPES)
 def mirror_pad(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
@@ -751,3 +833,16 @@ def matrix_set_diag(ctx: KernelContext) -> Run:
 
 # Shape rules: every output has input 0's shape.
 shape_rule("REVERSE_V2", "REVERSE_SEQUENCE", "MATRIX_SET_DIAG")(same_shape)
+
+
+# SPLIT_V and PAD copy the integers whatever the parameters (PAD fills with the output's zero point);
+# UNPACK, MIRROR_PAD, SPACE_TO_BATCH_ND (which pads with the zero point) and BATCH_TO_SPACE_ND require
+# equal ones.
+register_value_movers({"TRANSPOSE": transpose, "SPLIT": split, "SPLIT_V": split_v,
+                       "UNPACK": equal_parameters(unpack), "TILE": tile,
+                       "REVERSE_V2": reverse_v2, "PAD": pad,
+                       "BATCH_TO_SPACE_ND": equal_parameters(batch_to_space_nd),
+                       "MIRROR_PAD": equal_parameters(mirror_pad),
+                       "SPACE_TO_BATCH_ND": equal_parameters(space_to_batch_nd)})
+register_value_movers({"SPACE_TO_DEPTH": space_to_depth, "DEPTH_TO_SPACE": depth_to_space},
+                      types=("int8", "uint8"))    # LiteRT refuses int16

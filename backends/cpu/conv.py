@@ -17,6 +17,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of, clip_ufunc as _clip
 from onert_py.backends.cpu._conv_plan import ConvPlan, DepthwisePlan
+from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantized_multiplier,
+                                          multiply_by_quantized_multiplier_half_up,
+                                          multiply_by_quantized_multiplier_int64, qparams, quantize_multiplier,
+                                          quantize_multipliers, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, need_rank
@@ -278,6 +282,234 @@ def conv_2d(ctx: KernelContext) -> Run:
     return _conv_nd(ctx, 2, w_mat, (kh, kw), groups, strides, dils, _bias(ctx, 2, cout))
 
 
+# ------------------------------------------------------------------------------ quantized convolutions
+#
+# LiteRT's integer convolutions (conv.cc, depthwise_conv.cc): acc = sum (x - zp_in) * (w - zp_w) over
+# the window (padding contributes nothing: it is zero in the shifted domain) plus the int32/int64 bias,
+# rescaled per output channel by input_scale * filter_scale[c] / output_scale in fixed point, plus the
+# output zero point, clamped to the fused activation's range. The sums are computed here in floating
+# point on the window view of the shifted input: float32 when every partial sum is an integer below
+# 2**24 (then exact in any summation order), float64 otherwise (exact far beyond any layer's depth).
+
+_EXACT_F32 = 1 << 24
+_TYPE_INT32, _TYPE_INT64 = 2, 4                   # schema TensorType codes (Conv2DOptions.quantized_bias_type)
+
+
+
+
+
+
+
+
+
+
+class _QuantConv:
+    """What a quantized convolution needs at run time, checked at prepare time as LiteRT's Prepare does:
+    the input zero point, the filter as exact integers (its zero point subtracted), the bias as int64,
+    the per-channel multipliers and shifts, the output's zero point and clamp, and the float type in
+    which the sums are exact."""
+
+    def __init__(self, ctx: KernelContext, w: np.ndarray, cout: int, axis: int, taps: int,
+                 bias_required: bool, x_index: int = 0, b_index: int = 2):
+        op = ctx.op.opcode
+        x_t, w_t, out_t = ctx.input_tensor(x_index), ctx.input_tensor(1), ctx.output_tensor(0)
+        self.b_index = b_index
+        kind = x_t.type_name
+        if kind not in ("INT8", "UINT8", "INT16"):
+            raise ctx.fail(f"quantized {op} supports INT8, UINT8 and INT16 inputs, not {kind}")
+        if out_t.type_name != kind:
+            raise ctx.fail(f"output type {out_t.type_name} differs from the input type {kind}")
+        qi, qw, qo = qparams(x_t), qparams(w_t), qparams(out_t)
+        if qi is None or qo is None:
+            raise ctx.fail("the input and the output need quantization parameters")
+        if qi.per_channel or qo.per_channel:
+            raise ctx.fail("the input and the output need per-tensor quantization")
+        want_w = "UINT8" if kind == "UINT8" else "INT8"
+        if w_t.type_name != want_w:
+            raise ctx.fail(f"a {kind} {op} needs a {want_w} filter, not {w_t.type_name}")
+        if qw is None:
+            raise ctx.fail("the filter needs quantization parameters")
+        if qw.per_channel:
+            if kind == "UINT8":
+                raise ctx.fail("per-channel filter quantization needs an INT8 or INT16 input (LiteRT)")
+            if qw.scale.size != cout or qw.axis != axis:
+                raise ctx.fail(f"the filter has {qw.scale.size} scales along dimension {qw.axis}; "
+                               f"per-channel quantization needs {cout} along dimension {axis}")
+        self.zp_in, zp_out = int(qi.zero_point[0]), int(qo.zero_point[0])
+        if kind == "INT16" and (self.zp_in or zp_out):
+            raise ctx.fail("INT16 quantization must be symmetric: input and output zero points must be 0")
+        if kind == "UINT8":
+            w_zp = int(qw.zero_point[0])
+        else:
+            # CONV_2D refuses a non-zero int8 filter zero point; DEPTHWISE_CONV_2D ignores it (as LiteRT).
+            if axis == 0 and np.any(qw.zero_point != 0):
+                raise ctx.fail("an INT8 filter must have zero points 0")
+            w_zp = 0
+        self.w = np.asarray(w, np.int64) - w_zp
+        self.bias = self._bias(ctx, kind, op, cout, qi, qw, qo, bias_required)
+        s_in, s_out = float(qi.scale[0]), float(qo.scale[0])
+        if kind == "UINT8":
+            # GetQuantizedConvolutionMultipler: the scales' product in float32, then double.
+            real = float(np.float32(qi.scale[0]) * np.float32(qw.scale[0])) / s_out
+            m, s = quantize_multiplier(real)
+            self.mult, self.shift = np.full(cout, m, np.int64), np.full(cout, s, np.int64)
+        else:
+            self.mult, self.shift = quantize_multipliers(s_in * np.broadcast_to(qw.scale, (cout,)) / s_out)
+        code = ctx.options.get("fused_activation_function", 0)
+        if code not in (0, RELU, RELU6, RELU_N1_TO_1):
+            raise ctx.fail(f"fused activation {code} is not supported on a quantized {op}")
+        self.lo, self.hi = activation_range(code, s_out, zp_out, qo.qmin, qo.qmax)
+        self.zp_out, self.dtype, self.wide = zp_out, out_t.dtype, kind == "INT16"
+        # The first `half_up` output channels are rescaled rounding halves up (_quant.multiply_by_quantized_multiplier_half_up), as
+        # LiteRT's optimized kernels do; the kernel sets it.
+        self.half_up = 0
+        if kind == "INT16" and self.bias_type == np.int32:
+            self.wide = False                      # the int32-bias 16x8 kernel rescales int32 sums
+        x_abs = max(self.zp_in - qi.qmin, qi.qmax - self.zp_in)
+        w_abs = int(np.abs(self.w).max()) if self.w.size else 0
+        self.float = np.float32 if taps * x_abs * w_abs < _EXACT_F32 else np.float64
+
+    def _bias(self, ctx, kind, op, cout, qi, qw, qo, required) -> np.ndarray | None:
+        self.bias_type = None
+        bi = self.b_index
+        if not ctx.has_input(bi):
+            if required:
+                raise ctx.fail(f"a quantized {op} needs a bias (LiteRT requires one)")
+            return None
+        b_t = ctx.input_tensor(bi)
+        # CONV_2D and TRANSPOSE_CONV read quantized_bias_type (int32 or int64 16x8 biases)
+        bias_typed = ctx.op.opcode in ("CONV_2D", "TRANSPOSE_CONV")
+        if kind == "INT16":
+            allowed = ("INT32", "INT64") if bias_typed else ("INT64",)
+        else:
+            allowed = ("INT32",)
+        if b_t.type_name not in allowed:
+            raise ctx.fail(f"a {kind} {op} needs a {' or '.join(allowed)} bias, not {b_t.type_name}")
+        qb = qparams(b_t)
+        if qb is not None and int(qb.zero_point[0]) != 0:
+            raise ctx.fail("the bias zero point must be 0")
+        if kind == "INT16" and bias_typed:
+            declared = ctx.options.get("quantized_bias_type", 0)
+            if declared not in (0, _TYPE_INT32, _TYPE_INT64):
+                raise ctx.fail(f"quantized_bias_type {declared} must be INT32 or INT64")
+            want = "INT32" if declared == _TYPE_INT32 else "INT64"
+            if b_t.type_name != want:
+                # LiteRT reads the bias as int64 unless quantized_bias_type says INT32.
+                raise ctx.fail(f"an INT16 {op} with quantized_bias_type "
+                               f"{'INT32' if declared == _TYPE_INT32 else 'unset' if declared == 0 else 'INT64'}"
+                               f" needs an {want} bias, not {b_t.type_name}")
+        if kind == "UINT8":
+            # GetQuantizedConvolutionMultipler: the bias scale must be close to input * filter scales.
+            b_scale = float(qb.scale[0]) if qb is not None else 0.0
+            diff = abs(float(qi.scale[0]) * float(qw.scale[0]) - b_scale)
+            if not diff / float(qo.scale[0]) <= 0.02:
+                raise ctx.fail(f"the bias scale {b_scale} differs from input scale * filter scale "
+                               f"{float(qi.scale[0]) * float(qw.scale[0])} (LiteRT requires them close)")
+        self.bias_type = np.int32 if b_t.type_name == "INT32" else np.int64
+        b = _bias(ctx, bi, cout)
+        return np.asarray(b, np.int64)
+
+    def shifted(self, x: np.ndarray) -> np.ndarray:
+        """x - zp_in, exact, in the float type of the sums."""
+        xs = x.astype(self.float)
+        if self.zp_in:
+            xs -= self.zp_in
+        return xs
+
+    def output(self, acc: np.ndarray) -> np.ndarray:
+        """The integer sums acc [..., O] (exact floats) plus the bias, rescaled, clamped, in the output
+        type."""
+        a = acc.astype(np.int64)
+        if self.bias is not None:
+            a += self.bias
+        if self.wide:
+            r = wrap_int32(multiply_by_quantized_multiplier_int64(a, self.mult, self.shift))  # C's cast
+            np.clip(r + self.zp_out, self.lo, self.hi, out=r)
+            return r.astype(self.dtype)
+        a = wrap_int32(a)                  # LiteRT's int32 accumulators wrap (as ruy's do)
+        if self.half_up == self.mult.size:
+            r = multiply_by_quantized_multiplier_half_up(a, self.mult, self.shift)
+        elif self.half_up:
+            k = self.half_up
+            r = np.concatenate([multiply_by_quantized_multiplier_half_up(a[..., :k], self.mult[:k], self.shift[:k]),
+                                multiply_by_quantized_multiplier(a[..., k:], self.mult[k:], self.shift[k:])],
+                               axis=-1)
+        else:
+            r = multiply_by_quantized_multiplier(a, self.mult, self.shift)
+        r += self.zp_out
+        np.clip(r, self.lo, self.hi, out=r)
+        return r.astype(self.dtype)
+
+
+def _strides_dilations(ctx: KernelContext) -> tuple[tuple[int, int], tuple[int, int]]:
+    o = ctx.options
+    strides = (o.get("stride_h", 1), o.get("stride_w", 1))
+    dils = (o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1))
+    if min(strides + dils) < 1:
+        raise ctx.fail(f"strides {strides} and dilations {dils} must be >= 1")
+    return strides, dils
+
+
+def _quantized_window_run(ctx: KernelContext, q: _QuantConv, filt: tuple[int, int], cin: int, cout: int,
+                          strides, dils, compute: Callable[[np.ndarray, int], np.ndarray]) -> Run:
+    """Run closure of a quantized convolution: compute(window view [N, OH, OW, KH, KW, C] of x - zp_in
+    (zero-padded), M = N*OH*OW) gives the exact sums [M, O]; q.output rescales them."""
+    padding = padding_code(ctx)
+    x_t = ctx.input_tensor(0)
+    if len(x_t.shape) != 4:
+        raise ctx.fail(f"input must have rank 4, has shape {list(x_t.shape)}")
+    get_geometry = _cached(lambda shape: _checked_geometry(shape[1:-1], shape[-1], cin, filt, strides,
+                                                           dils, padding))
+    _plan_static(ctx, get_geometry)
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = v[x_i]
+        out, pads = get_geometry(x.shape)
+        shape = (x.shape[0],) + out + (cout,)
+        m = x.shape[0] * out[0] * out[1]
+        if m == 0:
+            v[o] = np.zeros(shape, q.dtype)
+            return
+        win = window_view(pad_spatial(q.shifted(x), pads), filt, strides, dils, out)
+        v[o] = q.output(compute(win, m)).reshape(shape)
+    return run
+
+
+@CPU.register_quantized("CONV_2D", dtypes=("int8", "uint8", "int16"))
+def conv_2d_quantized(ctx: KernelContext) -> Run:
+    """Quantized CONV_2D as LiteRT's integer kernels: int8 input with an int8 filter quantized per
+    output channel (or per tensor), uint8 with a uint8 filter (per tensor, any zero point), int16 with
+    an int8 filter (16x8, int64 bias, or int32 with quantized_bias_type INT32); grouped too. One im2col
+    matmul (per group) of exact integer sums, then the fixed-point rescale (_QuantConv)."""
+    ctx.expect_inputs(2, 3)
+    w = _const_filter(ctx, 1, 4)
+    cout, kh, kw, cin_f = w.shape
+    cin = ctx.input_tensor(0).shape[-1]
+    if cin_f == 0 or cin % cin_f:
+        raise ctx.fail(f"input channels {cin} are not a multiple of the filter's input channels {cin_f}")
+    groups = cin // cin_f
+    if cout % groups:
+        raise ctx.fail(f"output channels {cout} are not a multiple of the {groups} groups")
+    strides, dils = _strides_dilations(ctx)
+    k = kh * kw * cin_f
+    q = _QuantConv(ctx, w, cout, 0, k, bias_required=True)
+    # LiteRT's optimized kernel (one GEMM on ruy) runs ungrouped convolutions; grouped ones and int64
+    # biases run on the reference kernel.
+    if groups == 1 and not q.wide:
+        q.half_up = cout
+    # [G, KH*KW*Cg, O/G] exact integers in the sums' float type
+    w_mat = np.ascontiguousarray(q.w.reshape(groups, cout // groups, k).transpose(0, 2, 1), dtype=q.float)
+
+    def im2col(win: np.ndarray, m: int) -> np.ndarray:
+        if groups == 1:
+            return np.matmul(win.reshape(m, k), w_mat[0])
+        g_win = np.moveaxis(win.reshape(win.shape[:-1] + (groups, cin_f)), -2, 0).reshape(groups, m, k)
+        return np.matmul(g_win, w_mat).transpose(1, 0, 2).reshape(m, cout)
+    return _quantized_window_run(ctx, q, (kh, kw), cin, cout, strides, dils, im2col)
+
+
 @shape_rule("CONV_2D", "DEPTHWISE_CONV_2D")
 def conv2d_shape(n: Node):
     x, f = need_rank(n, 0, 4), need_rank(n, 1, 4, "filter")
@@ -377,6 +609,67 @@ def _depthwise_widened(ctx: KernelContext, taps: np.ndarray, mult: int, strides:
     return _widened_run(ctx, (kh, kw), cout // mult, strides, dils, padding, bias, act, taps_einsum)
 
 
+@CPU.register_quantized("DEPTHWISE_CONV_2D", dtypes=("int8", "uint8", "int16"))
+def depthwise_conv_2d_quantized(ctx: KernelContext) -> Run:
+    """Quantized DEPTHWISE_CONV_2D as LiteRT's integer kernels: int8 with an int8 filter per output
+    channel (dimension 3) or per tensor, uint8 with a uint8 filter (per tensor), int16 with an int8
+    filter (16x8, int64 bias). One einsum over the window view of x - zp_in gives the exact sums, then
+    the fixed-point rescale (_QuantConv)."""
+    ctx.expect_inputs(2, 3)
+    w = _const_filter(ctx, 1, 4)
+    one, kh, kw, cout = w.shape
+    if one != 1:
+        raise ctx.fail(f"filter must have shape [1, KH, KW, C*M], has {list(w.shape)}")
+    cin = ctx.input_tensor(0).shape[-1]
+    if cin <= 0 or cout % cin:
+        raise ctx.fail(f"filter channels {cout} are not a multiple of the input channels {cin}")
+    mult = cout // cin
+    if ctx.input_tensor(0).type_name == "INT16" and ctx.options.get("depth_multiplier", 0) != mult:
+        # LiteRT's 16x8 kernel takes the multiplier from the option, not from the shapes.
+        raise ctx.fail(f"an INT16 DEPTHWISE_CONV_2D needs depth_multiplier {mult} (filter channels / "
+                       f"input channels), has {ctx.options.get('depth_multiplier', 0)}")
+    strides, dils = _strides_dilations(ctx)
+    q = _QuantConv(ctx, w, cout, 3, kh * kw, bias_required=False)
+    taps = q.w.reshape(kh, kw, cin, mult).astype(q.float)   # output channel c*M + m reads channel c
+    if ctx.input_tensor(0).type_name == "INT8":
+        # LiteRT's optimized int8 kernel rescales channels in blocks of 8 with SIMD (rounding halves
+        # up), the remaining ones one by one (the reference rounding).
+        q.half_up = cout // 8 * 8
+
+    def einsum(win: np.ndarray, m: int) -> np.ndarray:
+        return np.einsum("nhwijc,ijcm->nhwcm", win, taps).reshape(m, cout)
+    return _quantized_window_run(ctx, q, (kh, kw), cin, cout, strides, dils, einsum)
+
+
+def _transpose_conv_plan(w_shape, sh: int, sw: int, padding: int, check_input: bool = False) -> Callable:
+    """TRANSPOSE_CONV's geometry: plan((input shape, output shape)) -> (the uncropped accumulator's shape,
+    per filter tap (i, j, the accumulator slice its input-pixel contributions land on), the crop to the
+    output). check_input: the input's spatial size must be the one a convolution of the output gives
+    (LiteRT's check)."""
+    cout, kh, kw, cin = w_shape
+
+    def plan(key):
+        x_shape, out_shape = key
+        n, h, wd, c = x_shape
+        on, oh, ow, oc = out_shape
+        if c != cin or on != n or oc != cout:
+            raise ValueError(f"output_shape {list(out_shape)} and input shape {list(x_shape)} do not fit "
+                             f"the filter {list(w_shape)}")
+        ih_ = conv_output_size(oh, kh, sh, 1, padding)
+        iw_ = conv_output_size(ow, kw, sw, 1, padding)
+        if check_input and (ih_, iw_) != (h, wd):
+            raise ValueError(f"output_shape {list(out_shape)} needs an input of spatial size {ih_}x{iw_}, "
+                             f"not {h}x{wd}")
+        pt, _ = conv_padding(oh, kh, sh, 1, padding, ih_)
+        pl, _ = conv_padding(ow, kw, sw, 1, padding, iw_)
+        full_h = max((h - 1) * sh + kh, pt + oh)
+        full_w = max((wd - 1) * sw + kw, pl + ow)
+        taps = [(i, j, (slice(None), slice(i, i + (h - 1) * sh + 1, sh), slice(j, j + (wd - 1) * sw + 1, sw)))
+                for i in range(kh) for j in range(kw)]
+        return (n, full_h, full_w, cout), taps, (slice(None), slice(pt, pt + oh), slice(pl, pl + ow))
+    return plan
+
+
 @CPU.register("TRANSPOSE_CONV", dtypes=("float32",))
 def transpose_conv(ctx: KernelContext) -> Run:
     """inputs (output_shape, filter [O, KH, KW, C], input [N, H, W, C], optional bias [O]).
@@ -407,24 +700,7 @@ def transpose_conv(ctx: KernelContext) -> Run:
         if int(os_const.reshape(-1)[3]) != cout:
             raise ctx.fail(f"output_shape {os_const.tolist()} disagrees with the filter's {cout} channels")
 
-    def plan(key):
-        x_shape, out_shape = key
-        n, h, wd, c = x_shape
-        on, oh, ow, oc = out_shape
-        if c != cin or on != n or oc != cout:
-            raise ValueError(f"output_shape {list(out_shape)} and input shape {list(x_shape)} do not fit "
-                             f"the filter {list(w.shape)}")
-        ih_ = conv_output_size(oh, kh, sh, 1, padding)
-        iw_ = conv_output_size(ow, kw, sw, 1, padding)
-        pt, _ = conv_padding(oh, kh, sh, 1, padding, ih_)
-        pl, _ = conv_padding(ow, kw, sw, 1, padding, iw_)
-        full_h = max((h - 1) * sh + kh, pt + oh)
-        full_w = max((wd - 1) * sw + kw, pl + ow)
-        taps = [(i, j, (slice(None), slice(i, i + (h - 1) * sh + 1, sh), slice(j, j + (wd - 1) * sw + 1, sw)))
-                for i in range(kh) for j in range(kw)]
-        return (n, full_h, full_w, cout), taps, (slice(None), slice(pt, pt + oh), slice(pl, pl + ow))
-
-    get_plan = _cached(plan)
+    get_plan = _cached(_transpose_conv_plan(w.shape, sh, sw, padding))
     s_i, x_i = ctx.inputs[0], ctx.inputs[2]
     (o_i,) = ctx.outputs
     v = ctx.values
@@ -445,6 +721,61 @@ def transpose_conv(ctx: KernelContext) -> Run:
         if act is not None:
             act(y)
         v[o_i] = y
+    return run
+
+
+@CPU.register_quantized("TRANSPOSE_CONV", dtypes=("int8", "int16"))
+def transpose_conv_quantized(ctx: KernelContext) -> Run:
+    """Quantized TRANSPOSE_CONV as LiteRT's kernels: int8 input, int8 filter per output channel (or per
+    tensor), int32 bias; int16 input with an int8 filter (16x8, zero points 0), an int64 bias, or int32
+    with quantized_bias_type INT32. acc[n, oh, ow, o] = sum of (x - zp_in) * filter over the taps landing
+    there (exact), plus the bias, rescaled per channel (_QuantConv), clamped.
+
+    LiteRT's optimized kernel (int8, and 16x8 with an int32 bias) rescales the first floor(O / 8) * 8
+    channels with its vector code (halves up) and the rest with MultiplyByQuantizedMultiplier; the
+    int64-bias 16x8 kernel is the reference one (int64 rescale)."""
+    ctx.expect_inputs(3, 4)
+    w = _const_filter(ctx, 1, 4)
+    cout, kh, kw, cin = w.shape
+    x_t = ctx.input_tensor(2)
+    if len(x_t.shape) != 4 or x_t.shape[-1] != cin:
+        raise ctx.fail(f"input shape {list(x_t.shape)} does not match the filter {list(w.shape)} "
+                       f"(needs [N, H, W, {cin}])")
+    o = ctx.options
+    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
+    if min(sh, sw) < 1:
+        raise ctx.fail("strides must be >= 1")
+    padding = padding_code(ctx)
+    q = _QuantConv(ctx, w, cout, 0, kh * kw * cin, bias_required=False, x_index=2, b_index=3)
+    if not q.wide:
+        q.half_up = cout // 8 * 8
+    w_mat = np.ascontiguousarray(q.w.transpose(3, 1, 2, 0).reshape(cin, kh * kw * cout), dtype=q.float)
+    get_plan = _cached(_transpose_conv_plan(w.shape, sh, sw, padding, check_input=True))
+    os_const = ctx.const(0)
+    out_key = None
+    if os_const is not None:
+        if os_const.size != 4:
+            raise ctx.fail(f"output_shape must hold 4 values, has {os_const.size}")
+        out_key = tuple(int(d) for d in os_const.reshape(-1))
+        if not x_t.is_dynamic:
+            try:
+                get_plan((tuple(x_t.shape), out_key))
+            except ValueError as e:
+                raise ctx.fail(str(e)) from None
+    s_i, x_i = ctx.inputs[0], ctx.inputs[2]
+    (o_i,) = ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = v[x_i]
+        ok = out_key if out_key is not None else tuple(int(d) for d in np.ravel(v[s_i]))
+        full, taps, crop = get_plan((x.shape, ok))
+        n, h, wd, _ = x.shape
+        cols = np.matmul(q.shifted(x).reshape(-1, cin), w_mat).reshape(n, h, wd, kh, kw, cout)
+        buf = np.zeros(full, q.float)
+        for i, j, sl in taps:
+            buf[sl] += cols[:, :, :, i, j, :]
+        v[o_i] = q.output(buf[crop])
     return run
 
 

@@ -18,6 +18,8 @@ import numpy as np
 from onert_py.backends.cpu._common import (NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, activated,
                                            clip_ufunc as _clip)
 from onert_py.backends.cpu._conv_plan import ROW, chunk
+from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantized_multiplier, qparams,
+                                          quantize_multiplier, round_half_away32, rounding_divide_by_pot, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, broadcasting
@@ -179,9 +181,238 @@ def _check_divisor(b) -> None:
         raise ZeroDivisionError("division by zero")
 
 
+# --------------------------------------------------------------------------------------- quantized
+# LiteRT's quantized binary kernels (add.cc, sub.cc, mul.cc, squared_difference.cc, comparisons.cc):
+# int32 fixed-point arithmetic on the offset values, computed here on int64 arrays (nothing wraps where
+# C does not). Every tensor has per-tensor parameters. Multipliers are derived from the scales with
+# the same float/double arithmetic as LiteRT's Prepare (float32 where C++ multiplies floats).
+
+_I64 = np.int64
+_F32 = np.float32
+
+
+def _q_tensor(ctx: KernelContext, t, what: str) -> tuple[float, int, int, int]:
+    """(scale, zero point, qmin, qmax) of a quantized per-tensor operand, or a PrepareError."""
+    q = qparams(t) if t is not None and t.dtype.kind in "iu" else None
+    if q is None:
+        raise ctx.fail(f"{what} ({t.name!r}) of a quantized {ctx.op.opcode} has no quantization parameters")
+    if q.per_channel:
+        raise ctx.fail(f"{what} ({t.name!r}) of a quantized {ctx.op.opcode} has per-channel parameters; "
+                       "LiteRT's kernel takes one scale per tensor")
+    scale = float(q.scale[0])
+    if not scale > 0 or not np.isfinite(scale):
+        raise ctx.fail(f"{what} ({t.name!r}) has a non-positive or non-finite scale {scale}")
+    return scale, int(q.zero_point[0]), q.qmin, q.qmax
+
+
+def _q_operands(ctx: KernelContext, output: bool = True) -> list[tuple[float, int, int, int]]:
+    """_q_tensor of inputs 0 and 1 (and of output 0 when `output`)."""
+    ts = [(ctx.input_tensor(0), "input 0"), (ctx.input_tensor(1), "input 1")]
+    if output:
+        ts.append((ctx.output_tensor(0), "output"))
+    return [_q_tensor(ctx, t, what) for t, what in ts]
+
+
+
+
+def q_activation_range(ctx: KernelContext, scale: float, zero_point: int, qmin: int, qmax: int,
+                       code: int | None = None) -> tuple[int, int]:
+    """The op's fused activation range in the output's integer domain (_quant.activation_range)."""
+    if code is None:
+        code = ctx.options.get("fused_activation_function", NONE) or NONE
+    try:
+        return activation_range(code, scale, zero_point, qmin, qmax)
+    except ValueError as e:
+        raise ctx.fail(str(e)) from None
+
+
+def _checked_log2(scale: float) -> int | None:
+    """LiteRT's CheckedLog2: round(log2(scale)) when the scale is a power of two (within 1e-3 of the
+    exponent, in float32 as LiteRT computes it), else None."""
+    x = _F32(np.log(_F32(scale))) * (_F32(1.0) / _F32(np.log(_F32(2.0))))
+    r = _F32(round_half_away32(_F32(x)))
+    return int(r) if abs(_F32(x) - r) < _F32(1e-3) else None
+
+
+def _mbqm_wrapping(x, multiplier: int, shift: int):
+    """MultiplyByQuantizedMultiplier with C's int32 left shift (x * 2**shift wraps around int32 as the
+    compiled kernel does when the product is too large), then the usual double rounding."""
+    if shift > 0:
+        x = wrap_int32(np.asarray(x, _I64) << shift)
+        shift = 0
+    return multiply_by_quantized_multiplier(x, multiplier, shift)
+
+
+def _q_add_sub(ctx: KernelContext, subtract: bool) -> Run:
+    """Quantized ADD / SUB (int8, uint8, int16). Both inputs are rescaled to twice the larger input
+    scale after a left shift of 20 bits (15 for int16): (x - zp) << left_shift times a multiplier
+    below one, summed (or subtracted), rescaled to the output by a third multiplier, offset by the
+    output's zero point and clamped to the fused activation's range. int16 with zero points 0 and
+    power-of-two scales (and pot_scale_int16, the default) takes LiteRT's LSTM path: one input
+    rounding-shifted right onto the other's scale, which must be the output's."""
+    dt = _check_operands(ctx)
+    name = ctx.op.opcode
+    (s1, z1, _, _), (s2, z2, _, _), (so, zo, qmin, qmax) = _q_operands(ctx)
+    lo, hi = q_activation_range(ctx, so, zo, qmin, qmax)
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    if dt == np.int16:
+        if z1 or z2 or zo:
+            raise ctx.fail(f"int16 {name} needs zero points 0 (symmetric quantization), has "
+                           f"{z1}, {z2} and {zo}")
+        logs = [_checked_log2(s) for s in (s1, s2, so)]
+        if ctx.options.get("pot_scale_int16", True) and None not in logs:
+            return _q_pot16(ctx, subtract, logs, lo, hi)
+    left = 15 if dt == np.int16 else 20
+    twice_max = 2.0 * max(s1, s2)        # 2 * float: exact
+    m1, sh1 = quantize_multiplier(s1 / twice_max)
+    m2, sh2 = quantize_multiplier(s2 / twice_max)
+    real_out = twice_max / float(_F32(1 << left) * _F32(so))
+    if real_out >= 1.0:
+        # ADD: LiteRT aborts (QuantizeMultiplierSmallerThanOneExp); SUB: its kernel then shifts right by
+        # a negative amount (undefined)
+        raise ctx.fail(f"quantized {name}: output scale {so} is too small for the input scales "
+                       f"{s1} and {s2} (rescale multiplier {real_out:.4g} >= 1), not supported")
+    mo, sho = quantize_multiplier(real_out)
+    combine = np.subtract if subtract else np.add
+    mbqm = multiply_by_quantized_multiplier
+    if not subtract and dt != np.int16:
+        return _q_add8(ctx, dt, (z1, m1, sh1), (z2, m2, sh2), (zo, mo, sho), lo, hi)
+
+    def run() -> None:
+        x = mbqm((v[a].astype(_I64) - z1) << left, m1, sh1)
+        y = mbqm((v[b].astype(_I64) - z2) << left, m2, sh2)
+        r = mbqm(combine(x, y), mo, sho) + zo
+        v[o] = np.clip(r, lo, hi).astype(dt)
+    return run
+
+
+# LiteRT's builtin 8-bit ADD and MUL run their optimized kernels (optimized_integer_ops for int8,
+# optimized_ops for uint8): a vector body over blocks of 16 (int8) or 8 (uint8) elements, NEON emulated
+# on x86 through NEON_2_SSE, and the reference arithmetic on the elements after the last full block.
+# The vector body rescales with vqrdmulh (halves rounded up) and gemmlowp's RoundingDivideByPOT (halves
+# away from zero: the SSE build takes gemmlowp's generic form), narrows int32 to int16 (ADD: vmovn,
+# wrapping; MUL: vqmovn, saturating), adds the output zero point in int16 (wrapping) and saturates to
+# the 8-bit type. Both forms are computed for every element and selected by position.
+
+def _broadcasts(s1: tuple, s2: tuple) -> bool:
+    """Whether two shapes really broadcast: equal element counts that differ only by leading 1s
+    ([1, 4] and [4]) run elementwise in LiteRT too."""
+    rank = max(len(s1), len(s2))
+    return (1,) * (rank - len(s1)) + tuple(s1) != (1,) * (rank - len(s2)) + tuple(s2)
+
+
+def _not_elementwise(name: str, dt: np.dtype, s1: tuple, s2: tuple) -> str:
+    return (f"quantized {type_name(dt)} {name} with broadcasting input shapes {list(s1)} and {list(s2)} is not "
+            "supported (LiteRT's optimized broadcast path is not reproduced)")
+
+
+def _q_block_count(ctx: KernelContext, dt: np.dtype) -> int:
+    """The vector block length (16 for int8, 8 for uint8) after checking the inputs are elementwise:
+    LiteRT's broadcasting 8-bit paths (BinaryBroadcastFiveFold) are not reproduced, so shapes that
+    broadcast are refused (at prepare when static, else by the run: see _check_elementwise)."""
+    t1, t2 = ctx.input_tensor(0), ctx.input_tensor(1)
+    if not (t1.is_dynamic or t2.is_dynamic) and _broadcasts(t1.shape, t2.shape):
+        raise ctx.fail(_not_elementwise(ctx.op.opcode, dt, t1.shape, t2.shape))
+    return 16 if dt == np.int8 else 8
+
+
+def _check_elementwise(name: str, dt: np.dtype, x: np.ndarray, y: np.ndarray) -> None:
+    """At run time (resized or dynamic inputs): the shapes must not broadcast (see _q_block_count)."""
+    if x.shape != y.shape and _broadcasts(x.shape, y.shape):
+        raise ValueError(_not_elementwise(name, dt, x.shape, y.shape))
+
+
+def _vqrdmulh(x, multiplier: int):
+    """NEON's vqrdmulh by a positive multiplier: round(x * m / 2**31), halves up."""
+    return (x * _I64(multiplier) + (1 << 30)) >> 31
+
+
+def _wrap16(x):
+    """int64 values cast to int16 modulo 2**16 (vmovn, vaddq_s16)."""
+    return ((x + (1 << 15)) & 0xFFFF) - (1 << 15)
+
+
+def _in_blocks(shape: tuple, block: int) -> np.ndarray:
+    """True for the elements (in row-major order) the vector body computes: all but the last
+    size % block."""
+    n = int(np.prod(shape, dtype=_I64))
+    return (np.arange(n) < n - n % block).reshape(shape)
+
+
+def _q_add8(ctx: KernelContext, dt, in1, in2, out, lo: int, hi: int) -> Run:
+    """int8 / uint8 ADD as LiteRT's optimized AddElementwise: the block body shifts each offset input
+    left (int8: by 20 plus its multiplier's non-positive exponent, then vqrdmulh; uint8: by 20, vqrdmulh,
+    then an arithmetic right shift by the exponent, truncating toward minus infinity), sums, rescales
+    with vqrdmulh and a rounding divide, wraps to int16, adds the output zero point in int16 (wrapping),
+    and saturates to the type; the tail is the reference formula."""
+    (z1, m1, sh1), (z2, m2, sh2), (zo, mo, sho) = in1, in2, out
+    block = _q_block_count(ctx, dt)
+    info = np.iinfo(dt)
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    mbqm = multiply_by_quantized_multiplier
+    left = 20
+
+    def scaled(x, m, sh):
+        if dt == np.int8:
+            s = left + sh
+            x = wrap_int32(x << s) if s >= 0 else x >> -s
+            return _vqrdmulh(x, m)
+        return _vqrdmulh(x << left, m) >> -sh
+
+    name = ctx.op.opcode
+
+    def run() -> None:
+        _check_elementwise(name, dt, np.asarray(v[a]), np.asarray(v[b]))
+        x = v[a].astype(_I64) - z1
+        y = v[b].astype(_I64) - z2
+        ref = mbqm(mbqm(x << left, m1, sh1) + mbqm(y << left, m2, sh2), mo, sho) + zo
+        s = wrap_int32(scaled(x, m1, sh1) + scaled(y, m2, sh2))
+        s = rounding_divide_by_pot(_vqrdmulh(s, mo), -sho)
+        s = np.clip(_wrap16(_wrap16(s) + zo), info.min, info.max)
+        r = np.where(_in_blocks(np.shape(ref), block), s, ref)
+        v[o] = np.clip(r, lo, hi).astype(dt)
+    return run
+
+
+def _q_pot16(ctx: KernelContext, subtract: bool, logs: list[int], lo: int, hi: int) -> Run:
+    """int16 ADD / SUB with power-of-two scales: each input's shift is its exponent minus the output's;
+    one must be 0, neither positive (LiteRT refuses otherwise)."""
+    name = ctx.op.opcode
+    sh1, sh2 = logs[0] - logs[2], logs[1] - logs[2]
+    if not (sh1 == 0 or sh2 == 0) or sh1 > 0 or sh2 > 0:
+        raise ctx.fail(f"int16 {name} with power-of-two scales 2^{logs[0]}, 2^{logs[1]} and output 2^{logs[2]}: "
+                       "one input's scale must equal the output's and the other's be no larger")
+    t1, t2 = ctx.input_tensor(0), ctx.input_tensor(1)
+    if not subtract and (t1.is_dynamic or t2.is_dynamic or tuple(t1.shape) != tuple(t2.shape)):
+        # LiteRT's power-of-two int16 ADD runs its elementwise kernel on broadcast shapes too
+        raise ctx.fail(f"int16 {name} with power-of-two scales does not broadcast (input shapes "
+                       f"{list(t1.shape)} and {list(t2.shape)})")
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    combine = np.subtract if subtract else np.add
+
+    def run() -> None:
+        x = rounding_divide_by_pot(v[a].astype(_I64), -sh1)
+        y = rounding_divide_by_pot(v[b].astype(_I64), -sh2)
+        v[o] = np.clip(combine(x, y), lo, hi).astype(np.int16)
+    return run
+
+
 @CPU.register("ADD", dtypes=("float32", "float16", "int32", "int64", "int16"))
 def add(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.add)
+
+
+# int8 / uint8: LiteRT's optimized elementwise body on blocks of 16 / 8 elements (_q_add8); broadcasting
+# 8-bit shapes are refused.
+@CPU.register_quantized("ADD", dtypes=("int8", "uint8", "int16"))
+def add_quantized(ctx: KernelContext) -> Run:
+    return _q_add_sub(ctx, subtract=False)
 
 
 _BINARY_VALUES = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "FLOOR_DIV": np.floor_divide,
@@ -201,9 +432,70 @@ def sub(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.sub)
 
 
+@CPU.register_quantized("SUB", dtypes=("int8", "uint8", "int16"))
+def sub_quantized(ctx: KernelContext) -> Run:
+    return _q_add_sub(ctx, subtract=True)
+
+
 @CPU.register("MUL", dtypes=("float32", "float16", "int32", "uint32", "int64", "int16", "complex64"))
 def mul(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.mul)
+
+
+# int8 / uint8: LiteRT's optimized elementwise body on blocks of 16 / 8 elements, as ADD (_q_mul8);
+# broadcasting 8-bit shapes are refused. int16 is always LiteRT's reference kernel.
+@CPU.register_quantized("MUL", dtypes=("int8", "uint8", "int16"))
+def mul_quantized(ctx: KernelContext) -> Run:
+    """Quantized MUL: (a - za) * (b - zb) rescaled by scale_a * scale_b / scale_out (computed in float32,
+    as LiteRT's Prepare multiplies floats), plus the output's zero point, clamped to the activation's
+    range. int16 needs zero points 0; int16 inputs with an 8-bit output (LiteRT's scale-free fixed-point
+    path) are not supported."""
+    ctx.expect_inputs(2)
+    dt = check_same_types(ctx, 0, 1, same_output=False)
+    if ctx.output_dtype() != dt:
+        raise ctx.fail(f"quantized MUL of {type_name(dt)} inputs into a {type_name(ctx.output_dtype())} "
+                       "output is not supported")
+    (s1, z1, _, _), (s2, z2, _, _), (so, zo, qmin, qmax) = _q_operands(ctx)
+    if dt == np.int16 and (z1 or z2 or zo):
+        raise ctx.fail(f"int16 MUL needs zero points 0 (symmetric quantization), has {z1}, {z2} and {zo}")
+    lo, hi = q_activation_range(ctx, so, zo, qmin, qmax)
+    m, sh = quantize_multiplier(float(_F32(s1) * _F32(s2) / _F32(so)))
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    if dt != np.int16:
+        return _q_mul8(ctx, dt, z1, z2, zo, m, sh, lo, hi)
+
+    def run() -> None:
+        prod = (v[a].astype(_I64) - z1) * (v[b].astype(_I64) - z2)
+        r = _mbqm_wrapping(prod, m, sh) + zo
+        v[o] = np.clip(r, lo, hi).astype(dt)
+    return run
+
+
+def _q_mul8(ctx: KernelContext, dt, z1: int, z2: int, zo: int, m: int, sh: int, lo: int, hi: int) -> Run:
+    """int8 / uint8 MUL as LiteRT's optimized MulElementwise: in the block body the product of the offset
+    inputs is shifted left (wrapping int32) by the exponent's positive part, rescaled by vqrdmulh and a
+    rounding divide by the negative part, saturated to int16, offset by the output zero point in int16
+    (wrapping) and saturated to the type; the tail is the reference formula."""
+    block = _q_block_count(ctx, dt)
+    info = np.iinfo(dt)
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    left, right = max(sh, 0), max(-sh, 0)
+
+    name = ctx.op.opcode
+
+    def run() -> None:
+        _check_elementwise(name, dt, np.asarray(v[a]), np.asarray(v[b]))
+        prod = (v[a].astype(_I64) - z1) * (v[b].astype(_I64) - z2)
+        ref = _mbqm_wrapping(prod, m, sh) + zo
+        p = rounding_divide_by_pot(_vqrdmulh(wrap_int32(prod << left), m), right)
+        p = np.clip(_wrap16(np.clip(p, -(1 << 15), (1 << 15) - 1) + zo), info.min, info.max)
+        r = np.where(_in_blocks(np.shape(ref), block), p, ref)
+        v[o] = np.clip(r, lo, hi).astype(dt)
+    return run
 
 
 @CPU.register("DIV", dtypes=("float32", "float16", "int32"))
@@ -269,12 +561,46 @@ def minimum(ctx: KernelContext) -> Run:
     return _binary(ctx, lambda a, b: np.where(a < b, a, b))
 
 
+# Quantized MAXIMUM / MINIMUM compare the stored integers whatever the tensors' parameters: LiteRT
+# neither checks nor uses them.
+CPU.register_quantized("MAXIMUM", dtypes=("int8", "uint8", "int16"))(maximum)
+CPU.register_quantized("MINIMUM", dtypes=("int8", "uint8", "int16"))(minimum)
+
+
 @CPU.register("SQUARED_DIFFERENCE", dtypes=("float32", "float16", "int32"))
 def squared_difference(ctx: KernelContext) -> Run:
     def sq_diff(a, b):
         d = np.subtract(a, b)
         return np.multiply(d, d)
     return _binary(ctx, sq_diff)
+
+
+@CPU.register_quantized("SQUARED_DIFFERENCE", dtypes=("int8",))
+def squared_difference_quantized(ctx: KernelContext) -> Run:
+    """int8 SQUARED_DIFFERENCE: both inputs rescaled as ADD's (left shift 7, twice the larger scale),
+    their difference squared and rescaled by (2 * max scale)**2 / (2**14 * output scale), clamped to
+    int8 (no activation)."""
+    dt = _check_operands(ctx)
+    (s1, z1, _, _), (s2, z2, _, _), (so, zo, qmin, qmax) = _q_operands(ctx)
+    twice_max = 2.0 * max(s1, s2)
+    m1, sh1 = quantize_multiplier(s1 / twice_max)
+    m2, sh2 = quantize_multiplier(s2 / twice_max)
+    real_out = twice_max * twice_max / float(_F32(1 << 14) * _F32(so))
+    if real_out >= 1.0:
+        raise ctx.fail(f"quantized SQUARED_DIFFERENCE: output scale {so} is too small for the input "
+                       f"scales {s1} and {s2} (rescale multiplier {real_out:.4g} >= 1; LiteRT aborts)")
+    mo, sho = quantize_multiplier(real_out)
+    mbqm = multiply_by_quantized_multiplier
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = mbqm((v[a].astype(_I64) - z1) << 7, m1, sh1)
+        y = mbqm((v[b].astype(_I64) - z2) << 7, m2, sh2)
+        d = x - y
+        v[o] = np.clip(mbqm(d * d, mo, sho) + zo, qmin, qmax).astype(dt)
+    return run
 
 
 _COMPARISONS = {
@@ -294,6 +620,40 @@ def _register_comparison(name: str, ufunc) -> None:
 
 for _name, _ufunc in _COMPARISONS.items():
     _register_comparison(_name, _ufunc)
+
+
+def _register_quantized_comparison(name: str, ufunc) -> None:
+    """Quantized comparisons (comparisons.cc): int8/uint8 operands, and int16 ones of EQUAL and
+    NOT_EQUAL, are brought to a common real scale, (x - zp) << 8 times a multiplier made of the
+    input's own scale; int16 LESS/LESS_EQUAL/GREATER/GREATER_EQUAL compare the stored integers."""
+    @CPU.register_quantized(name, dtypes=("int8", "uint8", "int16"))
+    def compare(ctx: KernelContext) -> Run:
+        if ctx.output_dtype() != np.bool_:
+            raise ctx.fail(f"output type {type_name(ctx.output_dtype())}, expected bool")
+        dt = _check_operands(ctx, same_output=False)
+        if dt == np.int16 and name not in ("EQUAL", "NOT_EQUAL"):
+            return _binary(ctx, ufunc, same_output=False)
+        (s1, z1, _, _), (s2, z2, _, _) = _q_operands(ctx, output=False)
+        if s1 >= 1.0 or s2 >= 1.0:
+            # LiteRT's kernel applies a multiplier >= 1 as a right shift by a negative amount
+            raise ctx.fail(f"quantized {name} with an input scale >= 1 ({s1}, {s2}) is not supported")
+        m1, sh1 = quantize_multiplier(s1)
+        m2, sh2 = quantize_multiplier(s2)
+        mbqm = multiply_by_quantized_multiplier
+        a, b = ctx.inputs
+        (o,) = ctx.outputs
+        v = ctx.values
+
+        def run() -> None:
+            x = mbqm((v[a].astype(_I64) - z1) << 8, m1, sh1)
+            y = mbqm((v[b].astype(_I64) - z2) << 8, m2, sh2)
+            v[o] = ufunc(x, y)
+        return run
+    compare.__name__ = name.lower() + "_quantized"
+
+
+for _name, _ufunc in _COMPARISONS.items():
+    _register_quantized_comparison(_name, _ufunc)
 
 
 @CPU.register("LOGICAL_AND", dtypes=("bool",))

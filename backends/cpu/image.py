@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import Scratch, activation_of, int_divide
+from onert_py.backends.cpu._quant import (multiply_by_quantized_multiplier, qparams,
+                                          saturating_rounding_doubling_high_mul, wrap_int32)
 from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, need_rank, same_shape
@@ -232,6 +234,11 @@ def resize_bilinear(ctx: KernelContext) -> Run:
     return _resize(ctx, _bilinear_plan, _bilinear_apply)     # float32 (other types fail in _resize)
 
 
+# Quantized: LiteRT's resize kernels never read the quantization parameters (neither checks that the
+# output's equal the input's): they interpolate the integers as for unquantized tensors, so do we.
+CPU.register_quantized("RESIZE_BILINEAR", dtypes=("int8", "uint8", "int16"))(resize_bilinear)
+
+
 @shape_rule("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR")
 def resize_shape(n: Node):
     x, size = need_rank(n, 0, 4), n.ints(1)
@@ -278,6 +285,9 @@ def resize_nearest_neighbor(ctx: KernelContext) -> Run:
     return _resize(ctx, _nearest_plan, _nearest_apply)
 
 
+CPU.register_quantized("RESIZE_NEAREST_NEIGHBOR", dtypes=("int8", "uint8", "int16"))(resize_nearest_neighbor)
+
+
 @CPU.register("L2_NORMALIZATION", dtypes=("float32",))
 def l2_normalization(ctx: KernelContext) -> Run:
     """x / max(sqrt(sum(x^2 over the last axis)), 1e-6)."""
@@ -296,6 +306,81 @@ def l2_normalization(ctx: KernelContext) -> Run:
         if act is not None:
             y = act(y)
         v[o_i] = y
+    return run
+
+
+def _inv_sqrt_multiplier(acc):
+    """gemmlowp-style GetInvSqrtQuantizedMultiplierExp, vectorised over int64 sums of squares (>= 0):
+    (multiplier, shift) with 1/sqrt(acc) ~ multiplier * 2**(shift - 31) (shift as a left shift, <= 0).
+    The sum is normalised by bit pairs into [2**27, 2**29), read as a Q3.28 number, and 5 Newton-Raphson
+    steps x <- 1.5x - (acc/2) x^3 from x = 1 run in int32 fixed point (SaturatingRoundingDoublingHighMul
+    products, saturating rescales), then times sqrt(2)/2. 0 and 1 give (INT32_MAX, 0)."""
+    acc = np.asarray(acc, np.int64)
+    small = acc <= 1
+    a = np.where(small, 4, acc)
+    shift = np.full(a.shape, 11, np.int64)
+    while True:                       # at most 2 steps for int32 sums: x / 4 while x >= 2**29
+        big = a >= (1 << 29)
+        if not big.any():
+            break
+        a = np.where(big, a // 4, a)
+        shift += big
+    bits = np.frexp(a.astype(np.float64))[1].astype(np.int64)     # bit length, exact
+    pairs = (32 - bits - 1) // 2 - 1                                # (CountLeadingZeros - 1) / 2 - 1
+    shift -= pairs
+    a = a << (2 * pairs)
+    srdhm = saturating_rounding_doubling_high_mul
+
+    def to_q3(raw, integer_bits):  # gemmlowp's Rescale<3>: SaturatingRoundingMultiplyByPOT, a saturating left shift
+        return np.clip(raw << (integer_bits - 3), -(1 << 31), (1 << 31) - 1)
+
+    half_input = ((a >> 1) + 1) >> 1   # RoundingDivideByPOT(raw, 1) of a positive value
+    half_three = (1 << 28) + (1 << 27)
+    x = np.full(a.shape, 1 << 28, np.int64)                          # F3 one
+    for _ in range(5):
+        x3 = to_q3(srdhm(srdhm(x, x), x), 9)                         # Q3 * Q3 * Q3 is Q9
+        x = to_q3(wrap_int32(srdhm(half_three, x) - srdhm(half_input, x3)), 6)
+    x = srdhm(x, 1518500250)                                          # sqrt(2) / 2 in Q0.31
+    neg = shift < 0
+    x = np.where(neg, wrap_int32(x << np.where(neg, -shift, 0)), x)
+    shift = np.where(neg, 0, shift)
+    return np.where(small, (1 << 31) - 1, x), np.where(small, 0, -shift)
+
+
+@CPU.register_quantized("L2_NORMALIZATION", dtypes=("int8", "uint8"))
+def l2_normalization_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's 8-bit L2 normalisation: the output is fixed at scale 1/128 (zero point 0 for int8, 128
+    for uint8); d = x - zp_in, sum(d^2) along the last axis gives an inverse-sqrt multiplier, and
+    d * 128 / norm is MultiplyByQuantizedMultiplier(d, m, shift + 7) for int8 and
+    MultiplyByQuantizedMultiplier(128 * d, m, shift) + 128 for uint8 (which round differently),
+    clamped to the type. The input's scale cancels out."""
+    ctx.expect_inputs(1)
+    dt = check_dtype(ctx)
+    if ctx.options.get("fused_activation_function", 0) not in (0, None):
+        raise ctx.fail("a fused activation on a quantized L2_NORMALIZATION is not supported (LiteRT "
+                       "requires NONE)")
+    x_t = ctx.input_tensor(0)
+    if len(x_t.shape) < 1:
+        raise ctx.fail("input must have rank >= 1")
+    qi, qo = qparams(x_t), qparams(ctx.output_tensor(0))
+    zo_need = 0 if dt == np.int8 else 128
+    if qi is None or qo is None or np.float32(qo.scale[0]) != np.float32(1 / 128) or int(qo.zero_point[0]) != zo_need:
+        raise ctx.fail(f"the output's quantization must be scale 1/128, zero point {zo_need} (LiteRT requires it)")
+    zi = int(qi.zero_point[0])
+    info = np.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
+    x_i = ctx.inputs[0]
+    (o_i,) = ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        d = v[x_i].astype(np.int64) - zi
+        m, shift = _inv_sqrt_multiplier(np.einsum("...i,...i->...", d, d)[..., None])
+        if dt == np.int8:
+            y = multiply_by_quantized_multiplier(d, m, shift + 7)
+        else:
+            y = multiply_by_quantized_multiplier(128 * d, m, shift) + 128
+        v[o_i] = np.clip(y, lo, hi).astype(dt)
     return run
 
 

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input
+from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input, register_value_movers
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, Shape, axis_of, fmt, is_static, same_shape, shape_from_value
 
@@ -671,3 +671,20 @@ def unsorted_segment_shape(n: Node):
 
 # Shape rules: every output has input 0's shape.
 shape_rule("CUMSUM", "BUCKETIZE", "DYNAMIC_UPDATE_SLICE")(same_shape)
+
+
+@CPU.register_quantized("EMBEDDING_LOOKUP", dtypes=("int8", "uint8", "int16"))
+def embedding_lookup_quantized(ctx: KernelContext) -> Run:
+    """LiteRT copies a quantized table's rows to a quantized output of its type (EvalSimple's memcpy), the
+    parameters unread; a per-channel table is dequantized by its float (hybrid) path only."""
+    t = ctx.input_tensor(1) if len(ctx.inputs) > 1 else None
+    q = None if t is None else t.quantization
+    if q is not None and np.size(q.scale) > 1:
+        raise ctx.fail("a per-channel quantized lookup table needs a float output (LiteRT's hybrid lookup)")
+    return embedding_lookup(ctx)
+
+
+# GATHER (LiteRT copies the integers whatever the output's parameters), SPARSE_TO_DENSE and ONE_HOT (their
+# values and default / on and off values copied as integers, no parameter read) move values.
+register_value_movers({"SLICE": slice_, "STRIDED_SLICE": strided_slice, "GATHER": gather, "GATHER_ND": gather_nd})
+register_value_movers({"SPARSE_TO_DENSE": sparse_to_dense, "ONE_HOT": one_hot}, types=("int8", "uint8"))

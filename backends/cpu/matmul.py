@@ -7,6 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
+from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantized_multiplier,
+                                          multiply_by_quantized_multiplier_half_up,
+                                          multiply_by_quantized_multiplier_int64, qparams, quantize_multiplier,
+                                          quantize_multipliers, round_half_away32, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
@@ -18,6 +22,8 @@ _F32 = np.dtype(np.float32)
 def fully_connected(ctx: KernelContext) -> Run:
     """out = act(reshape(x, [-1, in]) @ W.T + b); keep_num_dims keeps x's leading dims."""
     ctx.expect_inputs(2, 3)
+    if _is_hybrid(ctx):
+        return _fully_connected_hybrid(ctx)
     dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     if ctx.options.get("weights_format", 0) != 0:
         raise ctx.fail("only the DEFAULT weights format is supported (shuffled formats are for uint8)")
@@ -178,17 +184,299 @@ def _fully_connected_widened(ctx: KernelContext, w: np.ndarray, b: np.ndarray | 
     return run
 
 
-@CPU.register("BATCH_MATMUL", dtypes=("float32", "float16"))
-def batch_matmul(ctx: KernelContext) -> Run:
-    """out[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n], batch dims broadcast; adj_* transpose
-    the last two dims of that side first."""
-    ctx.expect_inputs(2)
-    dt = check_same_types(ctx, 0, 1)
-    # TFLite's schema names the options adj_x/adj_y, Circle's adjoint_lhs/adjoint_rhs.
-    opts = ctx.options
-    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
-    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
-    lt, rt = ctx.input_tensor(0), ctx.input_tensor(1)
+# ---------------------------------------------------------------- hybrid (dynamic-range) FULLY_CONNECTED
+
+def _is_hybrid(ctx: KernelContext) -> bool:
+    """A float32 input with int8 weights that carry quantization: LiteRT's hybrid (dynamic-range) op."""
+    x_t, w_t = ctx.input_tensor(0), ctx.input_tensor(1)
+    return (x_t is not None and w_t is not None and x_t.dtype == _F32 and w_t.type_name == "INT8"
+            and qparams(w_t) is not None)
+
+
+def _neon_round(x: np.ndarray) -> np.ndarray:
+    """RoundToNearest of LiteRT's NEON code as x86 runs it (NEON_2_SSE, no vcvtaq): truncate x +- 0.5
+    computed in float32 (so 0.49999997 becomes 1, unlike std::round)."""
+    half = np.where(x < 0, np.float32(-0.5), np.float32(0.5))
+    return np.trunc((x + half).astype(np.float32))
+
+
+def _hybrid_quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """LiteRT's BatchQuantizeFloats on float32 rows [m, d] as its x86 build runs it (the NEON kernels
+    through NEON_2_SSE): (int8 values as int64 [m, d], float32 scaling factors [m], int64 offsets [m]).
+
+    Symmetric: scale = max|x| / 127 in float32, q = round(x * (127 / max|x|)) clamped to +-127, offset 0.
+    Asymmetric: min and max capped at 0, scale = double(float(max - min)) / 255, the nudged zero point
+    of the smaller error, q = round(x * float(1 / scale)) + zero point clamped to [-128, 127].
+    An all-zero row gives scale 1, zeros. The first floor(d / 8) * 8 columns take the vector rounding
+    (_neon_round), the rest std::round."""
+    m, d = x.shape
+    n_vec = d // 8 * 8
+    if asymmetric:
+        rmin = np.minimum(np.float32(0), x.min(axis=1, initial=np.float32(0)))
+        rmax = np.maximum(np.float32(0), x.max(axis=1, initial=np.float32(0)))
+        flat = rmin == rmax
+        scale = np.where(flat, 1.0, (rmax - rmin).astype(np.float64) / 255.0)
+        lo, hi = rmin.astype(np.float64) / scale, rmax.astype(np.float64) / scale
+        zp = np.where(128.0 + np.abs(lo) < 127.0 + np.abs(hi), -128.0 - lo, 127.0 - hi)
+        nudged = np.clip(np.trunc(zp) + np.where(np.abs(zp - np.trunc(zp)) >= 0.5, np.sign(zp), 0.0),
+                         -128.0, 127.0)
+        offset = np.where(flat, 0, nudged).astype(np.int64)
+        sf = np.where(flat, np.float32(1), scale.astype(np.float32))
+        inv = (1.0 / sf.astype(np.float64)).astype(np.float32)
+        qmin, qmax = -128, 127
+    else:
+        rng = np.abs(x).max(axis=1, initial=np.float32(0))
+        flat = rng == 0
+        safe = np.where(flat, np.float32(1), rng)
+        sf = np.where(flat, np.float32(1), safe / np.float32(127)).astype(np.float32)
+        inv = (np.float32(127) / safe).astype(np.float32)
+        offset = np.zeros(m, np.int64)
+        qmin, qmax = -127, 127
+    prod = (x * inv[:, None]).astype(np.float32)
+    r = np.empty(prod.shape, np.float32)
+    r[:, :n_vec] = _neon_round(prod[:, :n_vec])
+    r[:, n_vec:] = round_half_away32(prod[:, n_vec:])
+    q = np.clip(r.astype(np.int64) + offset[:, None], qmin, qmax)
+    q[flat] = 0
+    return q, sf, offset
+
+
+def _fully_connected_hybrid(ctx: KernelContext) -> Run:
+    """FULLY_CONNECTED with float32 input and output and int8 weights (per tensor or per output unit), as
+    LiteRT's hybrid kernel: each input row is quantized to int8 (_hybrid_quantize_rows, symmetric unless
+    asymmetric_quantize_inputs), acc = q @ W.T exactly (minus zero point * the weight row's sum when
+    asymmetric), then y = bias + float32(acc) * scale in float32, scale = float32(row scale * weight
+    scale), and the fused activation in float. The weights' zero point is not read (LiteRT ignores it:
+    dynamic-range weights are symmetric)."""
+    if ctx.options.get("weights_format", 0) != 0:
+        raise ctx.fail("only the DEFAULT weights format is supported (shuffled formats are for uint8)")
+    x_t, w_t, b_t, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.input_tensor(2), ctx.output_tensor(0)
+    if out.dtype != _F32:
+        raise ctx.fail(f"a hybrid FULLY_CONNECTED (float32 input, int8 weights) has a float32 output, not "
+                       f"{out.type_name}")
+    if b_t is not None and b_t.dtype != _F32:
+        raise ctx.fail(f"the bias of a hybrid FULLY_CONNECTED must be float32, not {b_t.type_name}")
+    if len(w_t.shape) != 2:
+        raise ctx.fail(f"weights must be 2-D [units, inputs], have shape {list(w_t.shape)}")
+    units, depth = w_t.shape
+    qw = qparams(w_t)
+    if qw.per_channel and (qw.axis != 0 or qw.scale.size != units):
+        raise ctx.fail(f"per-channel hybrid weights need one scale per output unit along dimension 0: have "
+                       f"{qw.scale.size} scales along dimension {qw.axis} of shape {list(w_t.shape)}")
+    keep = bool(ctx.options.get("keep_num_dims", False))
+    x_shape = tuple(x_t.shape)
+    if not x_t.is_dynamic:
+        size = int(np.prod(x_shape, dtype=np.int64))
+        if depth == 0 or size % depth:
+            raise ctx.fail(f"input shape {list(x_shape)} has {size} elements, not a multiple of the "
+                           f"weights' input size {depth} (weights shape {list(w_t.shape)})")
+        if keep and x_shape[-1] != depth:
+            raise ctx.fail(f"keep_num_dims needs the input's last dimension ({x_shape[-1]}) to equal the "
+                           f"weights' input size {depth}")
+    if b_t is not None and int(np.prod(b_t.shape)) != units:
+        raise ctx.fail(f"bias has shape {list(b_t.shape)}, expected [{units}]")
+    asymmetric = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+    act = activation_of(ctx)
+    w_scale = qw.scale.astype(np.float32)          # float32 as LiteRT stores it
+    per_channel = w_scale.size > 1
+
+    v = ctx.values
+    x_i, w_i = ctx.inputs[0], ctx.inputs[1]
+    b_i = ctx.inputs[2] if ctx.has_input(2) else -1
+    (o,) = ctx.outputs
+    w_const, b_const = ctx.const(1), ctx.const(2)
+
+    def weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        w64 = w.astype(np.float64)
+        return np.ascontiguousarray(w64.T), w.astype(np.int64).sum(axis=1)
+    fixed = None if w_const is None else weights(w_const)
+    b_fixed = None if b_const is None else b_const.reshape(-1).astype(np.float32)
+
+    def run() -> None:
+        x = v[x_i]
+        if keep:
+            if x.shape[-1] != depth:
+                raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {depth}")
+            out_shape = x.shape[:-1] + (units,)
+        else:
+            if x.size % depth:
+                raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
+            out_shape = (x.size // depth, units)
+        wt, row_sums = fixed if fixed is not None else weights(v[w_i])
+        q, sf, offset = _hybrid_quantize_rows(x.reshape(-1, depth), asymmetric)
+        acc = np.matmul(q.astype(np.float64), wt).astype(np.int64)      # exact: far below 2**53
+        if asymmetric:
+            acc -= offset[:, None] * row_sums[None, :]
+        acc = wrap_int32(acc).astype(np.float32)
+        if per_channel:
+            scale = (w_scale[None, :] * sf[:, None]).astype(np.float32)
+        else:
+            scale = (sf * w_scale[0]).astype(np.float32)[:, None]
+        y = (acc * scale).astype(np.float32)
+        if b_i >= 0:
+            y = (b_fixed if b_fixed is not None else v[b_i].reshape(-1)) + y
+        if act is not None:
+            act(y)
+        v[o] = y.reshape(out_shape)
+    return run
+
+
+# ------------------------------------------------------------------------- quantized FULLY_CONNECTED
+
+_INT32_MIN = -(1 << 31)
+_TENSOR_TYPE = {0: "FLOAT32", 2: "INT32", 4: "INT64"}   # FullyConnectedOptions.quantized_bias_type
+
+
+
+
+
+
+def _float_rescale(acc: np.ndarray, scale) -> np.ndarray:
+    """LiteRT's reference 16x8 FULLY_CONNECTED requantization (int64 bias): static_cast<int32_t>(
+    round(double(acc) * scale)), std::round (halves away from zero); a value outside int32 becomes
+    INT32_MIN, as x86's conversion gives it."""
+    r = acc.astype(np.float64) * scale
+    t = np.trunc(r)
+    frac = r - t
+    t = t + (frac >= 0.5) - (frac <= -0.5)
+    out = np.where((t >= -2.0**31) & (t < 2.0**31), t, float(_INT32_MIN))
+    return out.astype(np.int64)
+
+
+def _product_multiplier(s1: float, s2: float, s_out: float) -> float:
+    """GetQuantizedConvolutionMultipler: float(s1 * s2) (a float32 product) / s_out, in double."""
+    return float(np.float32(s1) * np.float32(s2)) / float(np.float32(s_out))
+
+
+@CPU.register_quantized("FULLY_CONNECTED", dtypes=("int8", "uint8", "int16"))
+def fully_connected_quantized(ctx: KernelContext) -> Run:
+    """Quantized FULLY_CONNECTED as LiteRT's builtin kernels: acc = (x - zx) @ (W - zw).T + bias exactly,
+    then rescaled by input_scale * weight_scale / output_scale (per output unit for per-channel weights),
+    plus the output zero point, clamped to the fused activation's range.
+
+    int8 x int8 and uint8 x uint8 (and 16x8 with an int32 bias) run LiteRT's optimized GEMM, whose
+    rescale is ruy's (_quant.multiply_by_quantized_multiplier_half_up); 16x8 with an int64 bias runs its reference kernel, which rescales
+    in double (_float_rescale)."""
+    ctx.expect_inputs(2, 3)
+    if ctx.options.get("weights_format", 0) != 0:
+        raise ctx.fail("only the DEFAULT weights format is supported (shuffled formats are for uint8)")
+    x_t, w_t, b_t, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.input_tensor(2), ctx.output_tensor(0)
+    kinds = {("INT8", "INT8"): "INT8", ("UINT8", "UINT8"): "UINT8", ("INT16", "INT8"): "INT16"}
+    pair = (x_t.type_name, w_t.type_name)
+    if kinds.get(pair) != out.type_name:
+        raise ctx.fail(f"quantized FULLY_CONNECTED runs int8 x int8 -> int8, uint8 x uint8 -> uint8 and "
+                       f"int16 x int8 -> int16, not {pair[0]} x {pair[1]} -> {out.type_name}")
+    code = ctx.options.get("fused_activation_function", 0) or 0
+    if code not in (0, 1, 2, 3):
+        raise ctx.fail(f"fused activation {code} is not supported on quantized tensors (LiteRT runs NONE, "
+                       "RELU, RELU_N1_TO_1 and RELU6)")
+    qx, qw, qo = qparams(x_t), qparams(w_t), qparams(out)
+    if qx is None or qw is None or qo is None:
+        raise ctx.fail("the input, weights and output of a quantized FULLY_CONNECTED need quantization "
+                       "parameters")
+    if qx.per_channel or qo.per_channel:
+        raise ctx.fail("the input and output must be quantized per tensor")
+    if len(w_t.shape) != 2:
+        raise ctx.fail(f"weights must be 2-D [units, inputs], have shape {list(w_t.shape)}")
+    units, depth = w_t.shape
+    keep = bool(ctx.options.get("keep_num_dims", False))
+    x_shape = tuple(x_t.shape)
+    if not x_t.is_dynamic:
+        size = int(np.prod(x_shape, dtype=np.int64))
+        if depth == 0 or size % depth:
+            raise ctx.fail(f"input shape {list(x_shape)} has {size} elements, not a multiple of the "
+                           f"weights' input size {depth} (weights shape {list(w_t.shape)})")
+        if keep and x_shape[-1] != depth:
+            raise ctx.fail(f"keep_num_dims needs the input's last dimension ({x_shape[-1]}) to equal the "
+                           f"weights' input size {depth}")
+    wide = x_t.type_name == "INT16"
+    if b_t is not None:
+        if int(np.prod(b_t.shape)) != units:
+            raise ctx.fail(f"bias has shape {list(b_t.shape)}, expected [{units}]")
+        if b_t.type_name not in (("INT32", "INT64") if wide else ("INT32",)):
+            raise ctx.fail(f"the bias of a quantized {x_t.type_name} FULLY_CONNECTED must be INT32"
+                           f"{' or INT64' if wide else ''}, not {b_t.type_name}")
+    zx, zo = int(qx.zero_point[0]), int(qo.zero_point[0])
+    sx, so = float(qx.scale[0]), float(qo.scale[0])
+    float_path = False
+    if wide:
+        if zx != 0 or zo != 0:
+            raise ctx.fail(f"int16 FULLY_CONNECTED needs zero points 0 (input {zx}, output {zo})")
+        if np.any(qw.zero_point != 0):
+            raise ctx.fail("int16 x int8 FULLY_CONNECTED with asymmetric weights (a nonzero weight zero "
+                           "point) is not supported")
+        bias_type = ctx.options.get("quantized_bias_type", 0) or 0
+        if bias_type != 0:
+            if bias_type not in (2, 4):
+                raise ctx.fail(f"quantized_bias_type must be INT32 or INT64, not "
+                               f"{_TENSOR_TYPE.get(bias_type, bias_type)}")
+            if b_t is not None and b_t.type_name != _TENSOR_TYPE[bias_type]:
+                raise ctx.fail(f"the bias is {b_t.type_name} but quantized_bias_type says "
+                               f"{_TENSOR_TYPE[bias_type]}")
+        float_path = bias_type == 4 or (b_t is not None and b_t.type_name == "INT64")
+    if qw.per_channel:
+        if x_t.type_name == "UINT8":
+            raise ctx.fail("per-channel weights need an int8 or int16 input (LiteRT runs no uint8 one)")
+        if qw.axis != 0 or qw.scale.size != units:
+            raise ctx.fail(f"per-channel weights need one scale per output unit along dimension 0: have "
+                           f"{qw.scale.size} scales along dimension {qw.axis} of shape {list(w_t.shape)}")
+        if np.any(qw.zero_point != 0):
+            raise ctx.fail("per-channel weights must be symmetric (zero points 0)")
+        zw = 0
+        real = sx * qw.scale.astype(np.float32).astype(np.float64) / so
+    else:
+        zw = int(qw.zero_point[0])
+        sw = float(qw.scale[0])
+        if b_t is not None:    # GetQuantizedConvolutionMultipler's check of the bias scale
+            qb = qparams(b_t)
+            sb = float(qb.scale[0]) if qb is not None else 0.0
+            if abs(sx * sw - sb) / so > 0.02:
+                raise ctx.fail(f"the bias scale {sb:g} differs from input scale * weight scale "
+                               f"{sx * sw:g} by more than 2% of the output scale {so:g}")
+        real = np.array([_product_multiplier(sx, sw, so)])
+    if float_path:
+        scale = sx * qw.scale / so if qw.per_channel else np.array([sx * float(qw.scale[0]) / so])
+    else:
+        mult, shift = quantize_multipliers(real)
+    lo, hi = activation_range(code, so, zo, qo.qmin, qo.qmax)
+
+    v = ctx.values
+    x_i, w_i = ctx.inputs[0], ctx.inputs[1]
+    b_i = ctx.inputs[2] if ctx.has_input(2) else -1
+    (o,) = ctx.outputs
+    out_dt = out.dtype
+    w_const, b_const = ctx.const(1), ctx.const(2)
+    wt_const = None if w_const is None else np.ascontiguousarray((w_const.astype(np.float64) - zw).T)
+    b_fixed = None if b_const is None else b_const.reshape(-1).astype(np.int64)
+
+    def run() -> None:
+        x = v[x_i]
+        if keep:
+            if x.shape[-1] != depth:
+                raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {depth}")
+            out_shape = x.shape[:-1] + (units,)
+        else:
+            if x.size % depth:
+                raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
+            out_shape = (x.size // depth, units)
+        wt = wt_const if wt_const is not None else (v[w_i].astype(np.float64) - zw).T
+        xs = x.reshape(-1, depth).astype(np.float64)
+        if zx:
+            xs -= zx
+        acc = np.matmul(xs, wt).astype(np.int64)       # exact: far below 2**53
+        if b_i >= 0:
+            acc += b_fixed if b_fixed is not None else v[b_i].reshape(-1).astype(np.int64)
+        if float_path:
+            y = _float_rescale(acc, scale)
+        else:
+            y = multiply_by_quantized_multiplier_half_up(wrap_int32(acc), mult, shift)
+        y += zo
+        v[o] = np.clip(y, lo, hi).astype(out_dt).reshape(out_shape)
+    return run
+
+
+def _check_batch_matmul_shapes(ctx: KernelContext, lt, rt, adj_x: bool, adj_y: bool) -> None:
+    """BATCH_MATMUL's operands: rank 2 to 5, equal contraction dims, broadcasting batch dims."""
     for name, t in (("lhs", lt), ("rhs", rt)):
         if not 2 <= len(t.shape) <= 5:
             raise ctx.fail(f"{name} must have rank 2 to 5, has shape {list(t.shape)}")
@@ -203,6 +491,20 @@ def batch_matmul(ctx: KernelContext) -> Run:
         except ValueError:
             raise ctx.fail(f"batch dims of lhs {list(lt.shape)} and rhs {list(rt.shape)} do not broadcast") \
                 from None
+
+
+@CPU.register("BATCH_MATMUL", dtypes=("float32", "float16"))
+def batch_matmul(ctx: KernelContext) -> Run:
+    """out[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n], batch dims broadcast; adj_* transpose
+    the last two dims of that side first."""
+    ctx.expect_inputs(2)
+    dt = check_same_types(ctx, 0, 1)
+    # TFLite's schema names the options adj_x/adj_y, Circle's adjoint_lhs/adjoint_rhs.
+    opts = ctx.options
+    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
+    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
+    lt, rt = ctx.input_tensor(0), ctx.input_tensor(1)
+    _check_batch_matmul_shapes(ctx, lt, rt, adj_x, adj_y)
     v = ctx.values
     l_i, r_i = ctx.inputs
     (o,) = ctx.outputs
@@ -235,6 +537,69 @@ def batch_matmul(ctx: KernelContext) -> Run:
             b = np.swapaxes(b, -1, -2)
         v[o] = np.matmul(a, b)
     return run_dynamic
+
+
+@CPU.register_quantized("BATCH_MATMUL", dtypes=("int8", "int16"))
+def batch_matmul_quantized(ctx: KernelContext) -> Run:
+    """Quantized BATCH_MATMUL as LiteRT's reference kernel: acc = (lhs - zl) @ (rhs - zr) exactly, then
+    rescaled by lhs_scale * rhs_scale / out_scale (MultiplyByQuantizedMultiplier: int32 for int8, int64
+    for int16 and int16 x int8), plus the output zero point, clamped to the output type. An int8 x int8
+    -> int32 op gives the raw products' sums (LiteRT applies no zero point there)."""
+    ctx.expect_inputs(2)
+    opts = ctx.options
+    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
+    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
+    lt, rt, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.output_tensor(0)
+    kinds = {("INT8", "INT8"): ("INT8", "INT32"), ("INT16", "INT16"): ("INT16",), ("INT16", "INT8"): ("INT16",)}
+    pair = (lt.type_name, rt.type_name)
+    if out.type_name not in kinds.get(pair, ()):
+        raise ctx.fail(f"quantized BATCH_MATMUL runs int8 x int8 -> int8 or int32, int16 x int16 -> int16 "
+                       f"and int16 x int8 -> int16, not {pair[0]} x {pair[1]} -> {out.type_name}")
+    _check_batch_matmul_shapes(ctx, lt, rt, adj_x, adj_y)
+    v = ctx.values
+    l_i, r_i = ctx.inputs
+    (o,) = ctx.outputs
+    out_dt = out.dtype
+
+    def operands(zl: int, zr: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = v[l_i].astype(np.float64), v[r_i].astype(np.float64)
+        if zl:
+            a -= zl
+        if zr:
+            b -= zr
+        if adj_x:
+            a = np.swapaxes(a, -1, -2)
+        if adj_y:
+            b = np.swapaxes(b, -1, -2)
+        return a, b
+
+    if out.type_name == "INT32":
+        def run_raw() -> None:
+            v[o] = wrap_int32(np.matmul(*operands(0, 0)).astype(np.int64)).astype(out_dt)
+        return run_raw
+
+    ql, qr, qo = qparams(lt), qparams(rt), qparams(out)
+    if ql is None or qr is None or qo is None:
+        raise ctx.fail("the operands and output of a quantized BATCH_MATMUL need quantization parameters")
+    if ql.per_channel or qr.per_channel or qo.per_channel:
+        raise ctx.fail("quantized BATCH_MATMUL needs per-tensor quantization (LiteRT reads one scale)")
+    zl, zr, zo = int(ql.zero_point[0]), int(qr.zero_point[0]), int(qo.zero_point[0])
+    wide = lt.type_name == "INT16"
+    if wide and (zl or zr or zo):
+        raise ctx.fail(f"int16 BATCH_MATMUL needs zero points 0 (lhs {zl}, rhs {zr}, output {zo})")
+    mult, shift = quantize_multiplier(_product_multiplier(float(ql.scale[0]), float(qr.scale[0]),
+                                                          float(qo.scale[0])))
+    lo, hi = qo.qmin, qo.qmax
+
+    def run() -> None:
+        acc = np.matmul(*operands(zl, zr)).astype(np.int64)      # exact: far below 2**53
+        if wide:
+            y = wrap_int32(multiply_by_quantized_multiplier_int64(acc, mult, shift))
+        else:
+            y = multiply_by_quantized_multiplier(wrap_int32(acc), mult, shift)
+        y += zo
+        v[o] = np.clip(y, lo, hi).astype(out_dt)
+    return run
 
 
 @shape_rule("BATCH_MATMUL")

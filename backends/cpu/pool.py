@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import NONE, activation_of, int_divide
+from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code
+from onert_py.backends.cpu.elementwise import q_activation_range
 from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, need_rank
@@ -196,14 +198,15 @@ def _pool(ctx: KernelContext, kind: str) -> Run:
 
 
 def _pool_other(ctx: KernelContext, kind: str, dt: np.dtype, kh: int, kw: int, sh: int, sw: int,
-                padding: int) -> Run:
+                padding: int, bounds: tuple[int, int] | None = None) -> Run:
     """Pools of the other types, through the separable passes of the float32 path without its fast
     cases. Integers (non-quantized int8/uint8/int16, which LiteRT runs with its quantized kernels and
     no scale): max is the plain max; average sums exactly and divides rounding half away from zero, as
     LiteRT's reference integer AveragePool does ((acc +- count/2) / count, truncating). float16 (only
-    XNNPACK runs it): summed in float32, divided and rounded once."""
+    XNNPACK runs it): summed in float32, divided and rounded once. `bounds` (quantized pools): the
+    fused activation's integer range, which the integer result is clamped to."""
     code = ctx.options.get("fused_activation_function", NONE)
-    if dt.kind in "iu" and code != NONE:
+    if dt.kind in "iu" and code != NONE and bounds is None:
         # LiteRT derives an integer activation range from the quantization scale, which a
         # non-quantized tensor lacks: its results are garbage (all zeros, or constants)
         raise ctx.fail(f"a fused activation on a non-quantized {dt.name} pool is not supported")
@@ -227,10 +230,10 @@ def _pool_other(ctx: KernelContext, kind: str, dt: np.dtype, kh: int, kw: int, s
             s = np.empty((n, oh, ow, c), acc_dt)
             _window_pass(x.astype(acc_dt, copy=False), r, 1, h_taps, sh, fn, init)
             _window_pass(r, s, 2, w_taps, sw, fn, init)
-            if kind == "max":
-                y[...] = s
-            elif dt.kind in "iu":
-                y[...] = int_divide(s, np.broadcast_to(count, s.shape).astype(np.int64), half_away=True)
+            if kind == "max" or dt.kind in "iu":
+                if kind != "max":
+                    s = int_divide(s, np.broadcast_to(count, s.shape).astype(np.int64), half_away=True)
+                y[...] = s if bounds is None else np.clip(s, bounds[0], bounds[1])
             else:
                 y[...] = s / count
                 if act is not None:
@@ -242,6 +245,37 @@ def _pool_other(ctx: KernelContext, kind: str, dt: np.dtype, kh: int, kw: int, s
 @CPU.register("AVERAGE_POOL_2D", dtypes=("float32", "float16", "int8", "uint8", "int16"))
 def average_pool_2d(ctx: KernelContext) -> Run:
     return _pool(ctx, "avg")
+
+
+def _pool_quantized(ctx: KernelContext, kind: str) -> Run:
+    """Quantized AVERAGE_POOL_2D / MAX_POOL_2D (int8, uint8, int16), as LiteRT's integer pools: max is
+    the plain max of the stored integers; average sums them exactly and divides by the number of
+    in-bounds cells rounding half away from zero. The result is clamped to the fused activation's range
+    in the output's parameters; the values are not rescaled (LiteRT assumes the output's parameters
+    are the input's and only uses the output's for that range)."""
+    ctx.expect_inputs(1)
+    x_t = ctx.input_tensor(0)
+    dt = check_dtype(ctx)
+    if len(x_t.shape) != 4:
+        raise ctx.fail(f"input must have rank 4 (NHWC), has shape {list(x_t.shape)}")
+    o = ctx.options
+    kh, kw = o.get("filter_height", 1), o.get("filter_width", 1)
+    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
+    if min(kh, kw, sh, sw) < 1:
+        raise ctx.fail(f"filter {kh}x{kw} and strides {sh}x{sw} must be >= 1")
+    out = ctx.output_tensor(0)
+    qo = qparams(out)
+    if qo is None:
+        raise ctx.fail(f"output {out.name!r} of a quantized pool has no quantization parameters")
+    if qo.per_channel:
+        raise ctx.fail(f"output {out.name!r} of a quantized pool has per-channel parameters")
+    bounds = q_activation_range(ctx, float(qo.scale[0]), int(qo.zero_point[0]), qo.qmin, qo.qmax)
+    return _pool_other(ctx, kind, dt, kh, kw, sh, sw, padding_code(ctx), bounds)
+
+
+@CPU.register_quantized("AVERAGE_POOL_2D", dtypes=("int8", "uint8", "int16"))
+def average_pool_2d_quantized(ctx: KernelContext) -> Run:
+    return _pool_quantized(ctx, "avg")
 
 
 @shape_rule("AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D")
@@ -258,6 +292,11 @@ def pool_shape(n: Node):
 @CPU.register("MAX_POOL_2D", dtypes=("float32", "int8", "uint8", "int16"))
 def max_pool_2d(ctx: KernelContext) -> Run:
     return _pool(ctx, "max")
+
+
+@CPU.register_quantized("MAX_POOL_2D", dtypes=("int8", "uint8", "int16"))
+def max_pool_2d_quantized(ctx: KernelContext) -> Run:
+    return _pool_quantized(ctx, "max")
 
 
 @CPU.register("L2_POOL_2D", dtypes=("float32",))

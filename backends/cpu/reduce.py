@@ -5,11 +5,21 @@ duplicate axes are allowed, as in TFLite. An empty axis list returns the input u
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
 
 from onert_py.backends.cpu._common import int_divide
+from onert_py.backends.cpu._quant import (
+    multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier_int64,
+    qparams,
+    quantize_multiplier,
+    round_half_away32,
+    to_int32_x86,
+    wrap_int32,
+)
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, axis_of, unknown_like
 
@@ -174,11 +184,95 @@ def _not_quantized(ctx: KernelContext) -> None:
         raise ctx.fail(f"quantized {t.dtype.name} input {t.name!r} is not supported")
 
 
+# --------------------------------------------------------------------------------------------------
+# Quantized reductions (LiteRT's builtin kernels, bit for bit)
+
+_Q_TYPES = ("int8", "uint8", "int16")
+_F32 = np.float32
+
+
+def _q_params(ctx: KernelContext, types: tuple[str, ...] = _Q_TYPES):
+    """Checks of a quantized reduction: the type, the same output type, per-tensor parameters on
+    both, zero points 0 for int16. Returns (dtype, s_in, z_in, s_out, z_out), scales as float32."""
+    ctx.expect_inputs(2)
+    x_t, y_t = ctx.input_tensor(0), ctx.output_tensor(0)
+    dt = x_t.dtype
+    if dt.name not in types:
+        raise ctx.fail(f"quantized input type {dt.name} is not supported (supported: {', '.join(types)})")
+    if y_t.dtype != dt:
+        raise ctx.fail(f"output type {y_t.dtype.name} differs from input type {dt.name}")
+    qi, qo = qparams(x_t), qparams(y_t)
+    if qi is None or qo is None:
+        raise ctx.fail("a quantized reduction needs quantization parameters on its input and output")
+    if qi.per_channel or qo.per_channel:
+        raise ctx.fail("a quantized reduction needs per-tensor quantization parameters")
+    zi, zo = int(qi.zero_point[0]), int(qo.zero_point[0])
+    if dt == np.int16 and (zi != 0 or zo != 0):
+        raise ctx.fail(f"int16 input and output need zero point 0, have {zi} and {zo}")
+    return dt, _F32(qi.scale[0]), zi, _F32(qo.scale[0]), zo
+
+
+
+
+
+
+def _q_reducer(ctx: KernelContext, make) -> Run:
+    """_reducer for quantized kernels: `make()` builds reduce(x, axes) -> array of the output type.
+    An empty axis list copies the input (LiteRT's generic kernels do)."""
+    keep = bool(ctx.options.get("keep_dims", False))
+    reduce = make(keep)
+    x_i = ctx.inputs[0]
+    (o,) = ctx.outputs
+    v = ctx.values
+    axes = _axes_getter(ctx)
+    if isinstance(axes, tuple):
+        def run() -> None:
+            x = v[x_i]
+            v[o] = _wrap(reduce(x, axes))
+        return run
+    get_axes = axes
+
+    def run_dynamic() -> None:
+        x = v[x_i]
+        v[o] = _wrap(reduce(x, get_axes(x)))
+    return run_dynamic
+
+
+def _count(x, axes) -> int:
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
+
+
 @CPU.register("SUM", dtypes=_SUM_TYPES)
 def sum_(ctx: KernelContext) -> Run:
     # numpy sums float32 pairwise in float32; TFLite sums sequentially. Both are float32 sums, so they
     # agree to a few ulps of the sum of magnitudes.
     return _reducer(ctx, _SUM_TYPES, _ufunc_reduce(np.add))
+
+
+@CPU.register_quantized("SUM", dtypes=_Q_TYPES)
+def sum_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's optimized QuantizedMeanOrSum (sum): the raw integer sum S of each slice, then
+    round(S * s + b) + zp_out clamped, in float32, with s = s_in / s_out and b = -zp_in * s * n."""
+    dt, s_in, z_in, s_out, z_out = _q_params(ctx)
+    info = np.iinfo(dt)
+    scale = _F32(s_in / s_out)
+
+    def make(keep: bool):
+        def reduce(x, axes):
+            total = np.add.reduce(np.asarray(x), axis=axes, dtype=np.int64, keepdims=keep)
+            n = _count(np.asarray(x), axes)
+            if np.size(x) == 0:
+                return np.zeros(np.shape(total), dt)   # LiteRT leaves the output unwritten
+            bias = _F32(_F32(_F32(-z_in) * scale) * _F32(n))
+            with np.errstate(over="ignore"):
+                f = (np.asarray(total).astype(np.float32) * scale).astype(np.float32) + bias
+            r = to_int32_x86(round_half_away32(np.asarray(f, np.float32))) + z_out
+            return np.clip(r, info.min, info.max).astype(dt)
+        return reduce
+    return _q_reducer(ctx, make)
 
 
 @shape_rule("SUM", "MEAN", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL")
@@ -199,6 +293,41 @@ def reduce_shape(n: Node):
 def reduce_prod(ctx: KernelContext) -> Run:
     _not_quantized(ctx)   # quantized products rescale every partial product: a different kernel
     return _reducer(ctx, _PROD_TYPES, _ufunc_reduce(np.multiply))
+
+
+@CPU.register_quantized("REDUCE_PROD", dtypes=("int8", "int16"))
+def reduce_prod_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's quantized REDUCE_PROD: each slice's values (x - zp_in) multiplied in row-major order,
+    every partial product (int64) rescaled to int32 by s = s_in / s_out**(1/n) (the int64
+    MultiplyByQuantizedMultiplier, n the slice length), the final product rescaled once more, plus
+    zp_out, clamped. Reducing only size-1 axes (or a rank-0 input) copies the input unchanged, as
+    LiteRT's optimized kernel drops size-1 dims first."""
+    dt, s_in, z_in, s_out, z_out = _q_params(ctx, ("int8", "int16"))
+    info = np.iinfo(dt)
+    multipliers: dict[int, tuple[int, int]] = {}
+
+    def make(keep: bool):
+        def reduce(x, axes):
+            x = np.asarray(x)
+            out_shape = tuple(1 if k in axes else d for k, d in enumerate(x.shape)) if keep else \
+                tuple(d for k, d in enumerate(x.shape) if k not in axes)
+            if x.size == 0:
+                return np.zeros(out_shape, dt)       # LiteRT leaves the output unwritten
+            if all(x.shape[a] == 1 for a in axes):
+                return x.reshape(out_shape).copy()
+            n = _count(x, axes)
+            if n not in multipliers:
+                multipliers[n] = quantize_multiplier(float(s_in) / math.pow(float(s_out), 1.0 / n))
+            mult, shift = multipliers[n]
+            rest = [d for d in range(x.ndim) if d not in axes]
+            rows = np.transpose(x, rest + list(axes)).reshape(-1, n).astype(np.int64) - z_in
+            acc = rows[:, 0]
+            for j in range(1, n):        # a chain of rescaled products: one vectorised step per element
+                acc = wrap_int32(multiply_by_quantized_multiplier_int64(acc * rows[:, j], mult, shift))
+            r = wrap_int32(multiply_by_quantized_multiplier_int64(acc, mult, shift)) + z_out
+            return np.clip(r, info.min, info.max).astype(dt).reshape(out_shape)
+        return reduce
+    return _q_reducer(ctx, make)
 
 
 _REDUCERS = {"REDUCE_PROD": np.prod, "SUM": np.sum, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min}
@@ -278,9 +407,38 @@ def reduce_max(ctx: KernelContext) -> Run:
     return _reducer(ctx, _MINMAX_TYPES, _extremum(np.maximum, -np.inf, "min"))
 
 
+def _q_extremum(ctx: KernelContext, ufunc: np.ufunc) -> Run:
+    """Quantized REDUCE_MAX / REDUCE_MIN: LiteRT requires the output's parameters to equal the
+    input's, and reduces the integers as they are."""
+    dt, s_in, z_in, s_out, z_out = _q_params(ctx)
+    if s_in != s_out or z_in != z_out:
+        raise ctx.fail(f"output quantization ({float(s_out)}, {z_out}) must equal the input's "
+                       f"({float(s_in)}, {z_in})")
+    info = np.iinfo(dt)
+    init = dt.type(info.min if ufunc is np.maximum else info.max)
+
+    def make(keep: bool):
+        def reduce(x, axes):
+            if not axes:
+                return np.array(x, copy=True)
+            return ufunc.reduce(np.asarray(x), axis=axes, keepdims=keep, initial=init)
+        return reduce
+    return _q_reducer(ctx, make)
+
+
+@CPU.register_quantized("REDUCE_MAX", dtypes=_Q_TYPES)
+def reduce_max_quantized(ctx: KernelContext) -> Run:
+    return _q_extremum(ctx, np.maximum)
+
+
 @CPU.register("REDUCE_MIN", dtypes=_MINMAX_TYPES)
 def reduce_min(ctx: KernelContext) -> Run:
     return _reducer(ctx, _MINMAX_TYPES, _extremum(np.minimum, np.inf, "max"))
+
+
+@CPU.register_quantized("REDUCE_MIN", dtypes=_Q_TYPES)
+def reduce_min_quantized(ctx: KernelContext) -> Run:
+    return _q_extremum(ctx, np.minimum)
 
 
 def _logical(ufunc: np.ufunc):
@@ -336,6 +494,48 @@ def _mean_make(dt: np.dtype, keep: bool):
 @CPU.register("MEAN", dtypes=_SUM_TYPES)
 def mean(ctx: KernelContext) -> Run:
     return _reducer(ctx, _SUM_TYPES, _mean_make)
+
+
+@CPU.register_quantized("MEAN", dtypes=_Q_TYPES)
+def mean_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's quantized MEAN, two paths:
+    - int8/uint8, keep_dims, rank 4, axes exactly {1, 2} (a global pool): the optimized Mean4D. The
+      raw sum S is rescaled by s_in / (n * s_out) (float32, QuantizeMultiplier) and offset by
+      zp_out - trunc(zp_in * s_in / s_out +- 0.5) (float32);
+    - otherwise the reference QuantizedMeanOrSum: (S - zp_in * n) rescaled by M / n, where M is
+      QuantizeMultiplier(s_in / s_out in double) with its multiplier widened by 2**k (k = floor(log2 n),
+      at most 32 and 31 + shift) and divided by n (integer division), plus zp_out, clamped."""
+    dt, s_in, z_in, s_out, z_out = _q_params(ctx)
+    info = np.iinfo(dt)
+    base_mult, base_shift = quantize_multiplier(float(s_in) / float(s_out))
+    temp = _F32(_F32(_F32(z_in) * s_in) / s_out)
+    temp = _F32(temp + _F32(0.5)) if temp > 0 else _F32(temp - _F32(0.5))
+    pool_bias = z_out - int(np.trunc(temp))
+
+    def reference(x, axes, total, n):
+        k = min(n.bit_length() - 1, 32, 31 + base_shift)
+        mult = (base_mult << k) // n if k >= 0 else (base_mult >> -k) // n
+        shift = base_shift - k
+        shifted = np.asarray(total) - z_in * n
+        shifted = wrap_int32(shifted)        # an int32 accumulator
+        return multiply_by_quantized_multiplier(shifted, mult, shift) + z_out
+
+    def pool(x, axes, total, n):
+        mult, shift = quantize_multiplier(float(_F32(s_in / _F32(_F32(n) * s_out))))
+        return multiply_by_quantized_multiplier(np.asarray(total), mult, shift) + pool_bias
+
+    def make(keep: bool):
+        def reduce(x, axes):
+            x = np.asarray(x)
+            total = np.add.reduce(x, axis=axes, dtype=np.int64, keepdims=keep)
+            n = _count(x, axes)
+            if n == 0 or x.size == 0:
+                return np.zeros(np.shape(total), dt)
+            is_pool = dt != np.int16 and keep and x.ndim == 4 and tuple(axes) == (1, 2)
+            r = (pool if is_pool else reference)(x, axes, total, n)
+            return np.clip(r, info.min, info.max).astype(dt)
+        return reduce
+    return _q_reducer(ctx, make)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -417,6 +617,13 @@ def arg_shape(n: Node):
 @CPU.register("ARG_MIN", dtypes=_ARG_TYPES)
 def arg_min(ctx: KernelContext) -> Run:
     return _arg(ctx, False)
+
+
+# LiteRT's ARG_MAX / ARG_MIN compare the stored integers whatever the quantization (a positive scale
+# keeps the order of the real values; ties pick the first index): the plain kernels are the quantized
+# ones. LiteRT has no int16 ARG_MAX / ARG_MIN (its prepare refuses the type).
+CPU.register_quantized("ARG_MAX", dtypes=("int8", "uint8"))(arg_max)
+CPU.register_quantized("ARG_MIN", dtypes=("int8", "uint8"))(arg_min)
 
 
 # --------------------------------------------------------------------------------------------------

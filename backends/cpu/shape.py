@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, axis_of, broadcast, is_static, scalar_output, shape_from_value
 
@@ -18,6 +19,39 @@ ALL_TYPES = ("float32", "float16", "float64", "int32", "int64", "int8", "uint8",
 # SLICE, FILL, SPACE_TO_BATCH_ND, EMBEDDING_LOOKUP, ...) run, as they move elements by size.
 FIXED_TYPES = ("float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
                "int64", "uint64", "bool", "complex64")
+# The types of quantized tensors LiteRT's kernels run (what register_quantized lists for most ops).
+QUANTIZED_TYPES = ("int8", "uint8", "int16")
+
+
+def params32(t) -> tuple:
+    """(float32 scale, zero point) of a tensor's per-tensor quantization, (0, 0) without any (TfLiteTensor's
+    params)."""
+    q = qparams(t) if t is not None else None
+    if q is None:
+        return np.float32(0), 0
+    return np.float32(q.scale[0]), int(q.zero_point[0])
+
+
+def equal_parameters(prepare):
+    """A value mover's quantized kernel for ops LiteRT runs only when the output's quantization equals the
+    input's (checked at prepare, with int16 zero points 0): refused otherwise, as LiteRT does."""
+    def quantized(ctx: KernelContext) -> Run:
+        qi, qo = params32(ctx.input_tensor(0)), params32(ctx.output_tensor(0))
+        if qi != qo:
+            raise ctx.fail("the output's quantization (scale {}, zero point {}) differs from the input's (scale "
+                           "{}, zero point {}): LiteRT requires equal ones".format(*qo, *qi))
+        if ctx.output_dtype() == np.int16 and qo[1] != 0:
+            raise ctx.fail(f"int16 zero point {qo[1]} must be 0")
+        return prepare(ctx)
+    return quantized
+
+
+def register_value_movers(kernels: dict, types: tuple[str, ...] = QUANTIZED_TYPES) -> None:
+    """Register ops that only move values (reshape, slice, gather, ...) as their own quantized kernels:
+    LiteRT copies the stored integers unchanged, whatever the output's parameters (ops for which it
+    refuses differing parameters check them in their own quantized kernel)."""
+    for name, prepare in kernels.items():
+        CPU.register_quantized(name, dtypes=types)(prepare)
 
 
 def type_name(dt: np.dtype) -> str:
@@ -453,3 +487,8 @@ def range_shape(n: Node):
 @value_rule("RANGE", litert=True)
 def range_value(n: Node, v: list):
     return [np.arange(np.ravel(v[0])[0], np.ravel(v[1])[0], np.ravel(v[2])[0])]
+
+
+register_value_movers({"RESHAPE": reshape, "SQUEEZE": squeeze, "EXPAND_DIMS": equal_parameters(expand_dims),
+                       "SHAPE": shape,
+                       "RANK": rank, "BROADCAST_TO": broadcast_to})

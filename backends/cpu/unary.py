@@ -8,6 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from onert_py.backends.cpu._quant import (
+    INT32_MAX,
+    INT32_MIN,
+    multiply_by_quantized_multiplier,
+    qparams,
+    quantize_multiplier,
+    round_half_away32,
+    rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+    to_int32_x86,
+    wrap_int32,
+)
 from onert_py.backends.cpu.shape import check_dtype, check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, broadcasting, same_shape
@@ -60,6 +72,164 @@ def _then(second):
 
 
 # --------------------------------------------------------------------------------------------------
+# Quantized unary math (LiteRT's builtin kernels, bit for bit). Each output is a function of the input
+# value alone, so prepare tabulates it over every value of the type (256, or 65536 for int16) and a run
+# is one table lookup.
+
+_F32 = np.float32
+
+
+def _q_unary(ctx: KernelContext, types: tuple[str, ...]):
+    """Checks of a one-input quantized op: the type, the same output type, per-tensor parameters on
+    both, zero points 0 for int16 (LiteRT's symmetric int16). Returns (dtype, input scale, input zero
+    point, output scale, output zero point), scales as float32 (LiteRT's TfLiteQuantizationParams)."""
+    ctx.expect_inputs(1)
+    x_t, y_t = ctx.input_tensor(0), ctx.output_tensor(0)
+    dt = x_t.dtype
+    if dt.name not in types:
+        raise ctx.fail(f"quantized input type {dt.name} is not supported (supported: {', '.join(types)})")
+    if y_t.dtype != dt:
+        raise ctx.fail(f"output type {y_t.dtype.name} differs from input type {dt.name}")
+    qi, qo = qparams(x_t), qparams(y_t)
+    if qi is None or qo is None:
+        raise ctx.fail("a quantized op needs quantization parameters on its input and output")
+    if qi.per_channel or qo.per_channel:
+        raise ctx.fail("a quantized op needs per-tensor quantization parameters")
+    zi, zo = int(qi.zero_point[0]), int(qo.zero_point[0])
+    if dt == np.int16 and (zi != 0 or zo != 0):
+        raise ctx.fail(f"int16 input and output need zero point 0, have {zi} and {zo}")
+    return dt, _F32(qi.scale[0]), zi, _F32(qo.scale[0]), zo
+
+
+def _is_quantized(t) -> bool:
+    return t.dtype.kind in "iu" and qparams(t) is not None
+
+
+def _all_values(dt: np.dtype) -> np.ndarray:
+    """Every value of an 8- or 16-bit type, int64, in the order of their unsigned bit patterns (the
+    order a table indexed by x.view(uint8/uint16) needs)."""
+    u = np.dtype(f"uint{dt.itemsize * 8}")
+    return np.arange(1 << (8 * dt.itemsize), dtype=np.int64).astype(u).view(dt).astype(np.int64)
+
+
+def _table_run(ctx: KernelContext, fn, check=None) -> Run:
+    """Run closure of a quantized unary op: `fn(values)` (int64 array of every input value -> results)
+    tabulated at prepare; `check(x)`, when given, validates each input at run time."""
+    dt = ctx.input_tensor(0).dtype
+    u = np.dtype(f"uint{dt.itemsize * 8}")
+    table = np.asarray(fn(_all_values(dt))).astype(dt)
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = np.asarray(v[a])
+        if check is not None:
+            check(x)
+        r = table[x.view(u)]
+        v[o] = r[()] if r.ndim == 0 else r
+    return run
+
+
+def _c_max(a, b):
+    """std::max(a, b) of floats: (a < b) ? b : a (a NaN in `a` survives)."""
+    return np.where(a < b, b, a)
+
+
+def _c_min(a, b):
+    """std::min(a, b) of floats: (b < a) ? b : a."""
+    return np.where(b < a, b, a)
+
+
+def _lut8(dt: np.dtype, s_in, z_in: int, s_out, z_out: int, fn):
+    """LiteRT's LUTPopulate for int8/uint8 as a function of the input values: each value dequantized in
+    float32, transformed by `fn` (float32 -> float32), times 1/s_out, rounded half away, plus z_out (in
+    float32), truncated to int32 and clamped. A value beyond the int32 range saturates (LiteRT's EXP
+    gives 127 for exp(x) / s_out > 2**31, not the x86 cast's INT32_MIN)."""
+    info = np.iinfo(dt)
+
+    def table(vals):
+        deq = _F32(s_in) * (vals - z_in).astype(np.float32)
+        with np.errstate(all="ignore"):
+            tr = np.asarray(fn(deq), np.float32)
+            q = (round_half_away32((tr * (_F32(1) / _F32(s_out))).astype(np.float32)) + _F32(z_out))
+        return to_int32_x86(np.clip(q.astype(np.float32), _F32(info.min), _F32(info.max)))
+    return table
+
+
+def _lut16(s_in, z_in: int, s_out, z_out: int, fn):
+    """LiteRT's int16 LUTPopulate (513 entries over the input range, each sample biased by half the
+    interpolation error at its midpoint, all in float32) and LUTLookup (the top 9 bits of the value
+    pick an entry, the low 7 interpolate to the next one), as a function of the input values."""
+    f = _F32
+    in_min = f(s_in) * f(-32768 - z_in)
+    in_max = f(s_in) * f(32767 - z_in)
+    out_min = f(s_out) * f(-32768 - z_out)
+    out_max = f(s_out) * f(32767 - z_out)
+    step = f((in_max - in_min) / f(512))
+    half = f(step / f(2))
+    inv = f(f(65536) / f(out_max - out_min))
+    i = np.arange(512, dtype=np.float32)
+    lo, hi = f(-32768), f(32767)
+    with np.errstate(all="ignore"):
+        at = (in_min + (i * step).astype(np.float32)).astype(np.float32)
+        mid = (at + half).astype(np.float32)
+        nxt = (in_min + ((i + f(1)) * step).astype(np.float32)).astype(np.float32)
+        val, val_mid, val_next = (np.asarray(fn(t), np.float32) for t in (at, mid, nxt))
+        sample = round_half_away32((val * inv).astype(np.float32))
+        interp = round_half_away32((((val_next * inv).astype(np.float32) + sample) / f(2)).astype(np.float32))
+        err = (interp - round_half_away32((val_mid * inv).astype(np.float32))).astype(np.float32)
+        bias = round_half_away32((err / f(2)).astype(np.float32))
+        entries = _c_min(_c_max((sample - bias).astype(np.float32), lo), hi)
+        last = _c_min(_c_max(round_half_away32((np.asarray(fn(np.array([in_max], np.float32)), np.float32)
+                                                * inv).astype(np.float32)), lo), hi)
+    lut = wrap_int32(to_int32_x86(np.concatenate([entries, last]).astype(np.float32)))
+    lut = ((lut + 32768) & 0xFFFF) - 32768          # static_cast<int16_t> keeps the low 16 bits
+
+    def table(vals):
+        index = 256 + (vals >> 7)
+        offset = vals & 0x7F
+        base = lut[index]
+        slope = ((lut[index + 1] - base + 32768) & 0xFFFF) - 32768     # an int16 difference
+        r = base + ((slope * offset + 64) >> 7)
+        return ((r + 32768) & 0xFFFF) - 32768
+    return table
+
+
+def _libm32(fn):
+    """A float32 libm function (expf, logf) as the float64 one rounded to float32: the correctly
+    rounded value, which glibc's float functions return."""
+    return lambda x: fn(np.asarray(x, np.float64)).astype(np.float32)
+
+
+def _sat_shift_left(x, e: int):
+    """gemmlowp's SaturatingRoundingMultiplyByPOT<e> for e > 0 on int32 values: x * 2**e saturated."""
+    threshold = (1 << (31 - e)) - 1
+    return np.where(x > threshold, INT32_MAX, np.where(x < -threshold, INT32_MIN, x << e))
+
+
+def _inv_sqrt_multiplier_exp(d: np.ndarray):
+    """TFLite's GetInvSqrtQuantizedMultiplierExp(d, reverse_shift=-1) for int values 1 < d < 2**29: a
+    Newton-Raphson 1/sqrt in gemmlowp fixed point. Returns (multiplier, left shift) int64 arrays."""
+    d = np.asarray(d, np.int64)
+    bits = sum((d >> k) > 0 for k in range(31)).astype(np.int64)   # bit length
+    left = (31 - bits) // 2 - 1                                  # pairs of bits to shift left by
+    shift = 11 - left
+    x_in = (d << (2 * left)) >> 1                                # F3 raw
+    half_input = rounding_divide_by_pot(x_in, 1)
+    half_three = (1 << 28) + (1 << 27)
+    srdhm = saturating_rounding_doubling_high_mul
+    x = np.full(d.shape, 1 << 28, np.int64)                      # F3 one
+    for _ in range(5):
+        x3 = _sat_shift_left(srdhm(srdhm(x, x), x), 6)
+        x = _sat_shift_left(wrap_int32(srdhm(half_three, x) - srdhm(half_input, x3)), 3)
+    x = srdhm(x, 1518500250)                                     # times sqrt(2)/2 (F0)
+    neg = shift < 0
+    x = np.where(neg, wrap_int32(x << np.where(neg, -shift, 0)), x)
+    shift = np.where(neg, 0, shift)
+    return x, -shift
+
+
+# --------------------------------------------------------------------------------------------------
 # Plain elementwise math.
 
 @CPU.register("ABS", dtypes=("float32", "float16", "int32", "int16"))
@@ -67,13 +237,39 @@ def abs_(ctx: KernelContext) -> Run:
     return _unary(ctx, np.abs)   # like C++ std::abs, INT_MIN stays INT_MIN
 
 
+@CPU.register_quantized("ABS", dtypes=("int8", "int16"))
+def abs_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's quantized ABS: |x - zp_in|, rescaled by s_in / s_out (MultiplyByQuantizedMultiplier,
+    skipped when the float32 scales are equal), plus zp_out, clamped."""
+    dt, s_in, z_in, s_out, z_out = _q_unary(ctx, ("int8", "int16"))
+    info = np.iinfo(dt)
+    mult, shift = quantize_multiplier(float(_F32(s_in / s_out)))
+    rescale = s_in != s_out
+
+    def fn(vals):
+        a = np.abs(vals - z_in)
+        if rescale:
+            a = multiply_by_quantized_multiplier(a, mult, shift)
+        return np.clip(a + z_out, info.min, info.max)
+    return _table_run(ctx, fn)
+
+
 @CPU.register("NEG", dtypes=("float32", "float16", "int64", "int32", "int16", "int8"))
 def neg(ctx: KernelContext) -> Run:
     return _unary(ctx, np.negative)
 
 
+@CPU.register_quantized("NEG", dtypes=("int8", "int16"))
+def neg_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's NEG ignores quantization: the stored integers are negated (wrapping, -(-128) = -128)
+    whatever the input's and output's parameters."""
+    return _unary(ctx, np.negative)
+
+
 @value_rule("NEG", "ABS", "ZEROS_LIKE", "CAST")
 def unary_value(n: Node, v: list):
+    if n.op.opcode == "ABS" and _is_quantized(n.sg.tensors[n.op.inputs[0]]):
+        return None   # quantized ABS rescales: not np.abs
     fn = {"NEG": np.negative, "ABS": np.abs, "ZEROS_LIKE": np.zeros_like, "CAST": np.asarray}[n.op.opcode]
     return [fn(v[0])]
 
@@ -83,9 +279,32 @@ def exp(ctx: KernelContext) -> Run:
     return _unary(ctx, np.exp)
 
 
+@CPU.register_quantized("EXP", dtypes=("int8", "int16"))
+def exp_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's EXP: a lookup table of expf (LUTPopulate; int16 interpolates a 513-entry table)."""
+    dt, s_in, z_in, s_out, z_out = _q_unary(ctx, ("int8", "int16"))
+    lut = _lut8 if dt != np.int16 else (lambda dt, *a: _lut16(*a))
+    return _table_run(ctx, lut(dt, s_in, z_in, s_out, z_out, _libm32(np.exp)))
+
+
 @CPU.register("LOG", dtypes=_FLOATS)
 def log(ctx: KernelContext) -> Run:
     return _unary(ctx, np.log)      # log(0) = -inf, log(<0) = NaN
+
+
+@CPU.register_quantized("LOG", dtypes=("int8", "int16"))
+def log_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's LOG: a lookup table of logf, with x <= 0 mapped to the output's lowest value
+    ((type min - zp_out) * s_out)."""
+    dt, s_in, z_in, s_out, z_out = _q_unary(ctx, ("int8", "int16"))
+    out_min = _F32(np.iinfo(dt).min - z_out) * s_out
+    log32 = _libm32(np.log)
+
+    def fn(x):
+        x = np.asarray(x, np.float32)
+        return np.where(x <= 0, out_min, log32(np.where(x <= 0, _F32(1), x)))
+    lut = _lut8 if dt != np.int16 else (lambda dt, *a: _lut16(*a))
+    return _table_run(ctx, lut(dt, s_in, z_in, s_out, z_out, fn))
 
 
 @CPU.register("SQRT", dtypes=_FLOATS)
@@ -97,6 +316,60 @@ def sqrt(ctx: KernelContext) -> Run:
 def rsqrt(ctx: KernelContext) -> Run:
     recip = _then(np.reciprocal)   # 1 / sqrt(x), rounded twice like LiteRT's float kernel
     return _unary(ctx, lambda x: recip(np.sqrt(x)))
+
+
+@CPU.register_quantized("SQRT", dtypes=("int8", "int16"))
+def sqrt_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's quantized SQRT, in float32: sqrtf(s_in * (x - zp_in)) / s_out truncated toward zero,
+    plus zp_out, clamped. A negative real input fails the run, as in LiteRT."""
+    dt, s_in, z_in, s_out, z_out = _q_unary(ctx, ("int8", "int16"))
+    info = np.iinfo(dt)
+
+    def fn(vals):
+        deq = (s_in * (vals - z_in).astype(np.float32)).astype(np.float32)
+        with np.errstate(all="ignore"):
+            r = (np.sqrt(np.maximum(deq, _F32(0))) / s_out).astype(np.float32)
+        return np.clip(to_int32_x86(r) + z_out, info.min, info.max)
+
+    def check(x):
+        if np.size(x) and s_in * _F32(int(np.min(x)) - z_in) < 0:
+            raise ValueError("SQRT is only defined for non-negative values (an input is below the zero point)")
+    return _table_run(ctx, fn, check)
+
+
+@CPU.register_quantized("RSQRT", dtypes=("int8", "int16"))
+def rsqrt_quantized(ctx: KernelContext) -> Run:
+    """LiteRT's quantized RSQRT. int8: d = x - zp_in; d = 0 gives 127; else 1/sqrt(d) in fixed point
+    (GetInvSqrtQuantizedMultiplierExp, scaled by 2**20), rescaled by 1 / (sqrt(s_in) * s_out) with the
+    2**20 taken back, plus zp_out, clamped. int16: a lookup table of 1/sqrtf (x <= 0 -> 32767 * s_out).
+    An input below zp_in (a negative real value) fails the run, as in LiteRT."""
+    dt, s_in, z_in, s_out, z_out = _q_unary(ctx, ("int8", "int16"))
+    if dt == np.int16:
+        def inv_sqrt(x):
+            x = np.asarray(x, np.float32)
+            pos = x > 0
+            return np.where(pos, _F32(1) / np.sqrt(np.where(pos, x, _F32(1))), _F32(32767) * s_out)
+        fn = _lut16(s_in, z_in, s_out, z_out, inv_sqrt)
+    else:
+        info = np.iinfo(dt)
+        mult, shift = quantize_multiplier(1.0 / float(_F32(np.sqrt(s_in) * s_out)))
+        k = 20
+
+        def fn(vals):
+            d = vals - z_in
+            ok = d > 1
+            m, e = _inv_sqrt_multiplier_exp(np.where(ok, d, 2))
+            # d <= 1 (d = 1; d < 0 never runs): multiplier INT32_MAX, shift 0
+            m = np.where(ok, m, INT32_MAX)
+            e = np.where(ok, e, 0)
+            data = multiply_by_quantized_multiplier(1, m, e + k)
+            out = multiply_by_quantized_multiplier(data, mult, shift - k) + z_out
+            return np.where(d == 0, info.max, np.clip(out, info.min, info.max))
+
+    def check(x):
+        if np.size(x) and np.min(x) < z_in:
+            raise ValueError("RSQRT is only defined for positive values (an input is below the zero point)")
+    return _table_run(ctx, fn, check)
 
 
 @CPU.register("SQUARE", dtypes=_FLOATS)
@@ -375,6 +648,11 @@ def select(ctx: KernelContext) -> Run:
     return _select(ctx, v1=True)
 
 
+# LiteRT's SELECT / SELECT_V2 copy the stored integers whatever the quantization parameters (they may
+# differ between x, y and the output): the plain kernels are the quantized ones.
+CPU.register_quantized("SELECT", dtypes=("int8", "uint8", "int16"))(select)
+
+
 @shape_rule("SELECT")
 def select_shape(n: Node):
     # SELECT (v1): the condition may be a scalar or a vector over the first dim; x and y agree.
@@ -384,6 +662,9 @@ def select_shape(n: Node):
 @CPU.register("SELECT_V2", dtypes=_SELECT_TYPES)
 def select_v2(ctx: KernelContext) -> Run:
     return _select(ctx, v1=False)
+
+
+CPU.register_quantized("SELECT_V2", dtypes=("int8", "uint8", "int16"))(select_v2)
 
 
 @value_rule("SELECT_V2")

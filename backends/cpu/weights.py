@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu._quant import multiply_by_quantized_multiplier, qparams, quantize_multiplier
+from onert_py.backends.cpu._quant import (multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
+                                          qparams, quantize_multiplier)
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import same_shape
 
@@ -258,6 +259,8 @@ def _requantize(ctx: KernelContext) -> Run:
     t, out = ctx.input_tensor(0), ctx.output_tensor(0)
     if out.type_name not in ("INT8", "UINT8", "INT16"):
         raise ctx.fail(f"QUANTIZE output type {out.type_name} is not supported (INT8, UINT8, INT16)")
+    if t.type_name == "INT16" and out.type_name == "UINT8":
+        raise ctx.fail("QUANTIZE from INT16 runs to INT8 or INT16 only (as LiteRT)")
     qi, qo = qparams(t), qparams(out)
     if qo is None:
         raise ctx.fail(f"QUANTIZE output {out.name!r} has no quantization parameters")
@@ -265,13 +268,19 @@ def _requantize(ctx: KernelContext) -> Run:
         raise ctx.fail("QUANTIZE between integer types needs per-tensor parameters")
     mult, shift = quantize_multiplier(float(qi.scale[0]) / float(qo.scale[0]))
     zi, zo, dt = int(qi.zero_point[0]), int(qo.zero_point[0]), out.dtype
+    eight_bit = t.dtype.itemsize == 1 and out.dtype.itemsize == 1
     (i,), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
 
     def run() -> None:
-        x = np.asarray(v[i], np.int64) - zi
-        r = multiply_by_quantized_multiplier(x, mult, shift) + zo
-        v[o] = np.clip(r, qo.qmin, qo.qmax).astype(dt)
+        x = np.asarray(v[i], np.int64).reshape(-1) - zi
+        # Between 8-bit types LiteRT's optimized Requantize rescales blocks of 16 values with (emulated)
+        # SIMD, rounding halves up; the values after the last full block, and every int16 case, take the
+        # scalar reference rounding (away from zero).
+        simd = x.size // 16 * 16 if eight_bit else 0
+        r = np.concatenate([multiply_by_quantized_multiplier_half_up(x[:simd], mult, shift),
+                            multiply_by_quantized_multiplier(x[simd:], mult, shift)]) + zo
+        v[o] = np.clip(r, qo.qmin, qo.qmax).astype(dt).reshape(np.shape(v[i]))
     return run
 
 

@@ -12,46 +12,51 @@ from onert_py.ir import Model, Operation, Subgraph
 _BACKENDS = {"cpu": CPU}
 
 
-def op_is_quantized(op: Operation, sg: Subgraph) -> bool:
-    """Whether a compute op runs quantized: its input 0 or output 0 is an integer tensor with
-    quantization parameters (a float op with int8 weights, a hybrid, is not). Control flow and custom
+def quantized_type(op: Operation, sg: Subgraph) -> str | None:
+    """The type a compute op runs quantized in ("int8", "uint8", "int16", ...): that of its input 0, or
+    else of its output 0, when that is an integer tensor with quantization parameters; None for an op
+    that is not quantized (a float op with int8 weights, a hybrid, is not). Control flow and custom
     ops run the same kernel either way."""
     load_builtin_kernels()
     if op.is_custom or CONTROLFLOW.supports(op.opcode):
-        return False
+        return None
     for t in (op.inputs[:1], op.outputs[:1]):
         if t and t[0] >= 0:
             tensor = sg.tensors[t[0]]
             q = tensor.quantization
             if tensor.dtype.kind in "iu" and q is not None and np.size(q.scale) > 0:
-                return True
-    return False
+                return "int4" if tensor.type_name == "INT4" else tensor.dtype.name
+    return None
 
 
 def assign_backend(op: Operation, backends: tuple[str, ...] = ("cpu",),
-                   quantized: bool = False) -> Backend | None:
+                   qtype: str | None = None) -> Backend | None:
     """Controlflow ops go to the controlflow backend, custom ops to the custom registry, the rest
-    to the first compute backend that has a kernel (a quantized one for a quantized op)."""
+    to the first compute backend that has a kernel (for a quantized op, a quantized kernel running its
+    type `qtype`)."""
     load_builtin_kernels()
     if op.is_custom:
         return CUSTOM if op.custom_name in CUSTOM.kernels else None
     if CONTROLFLOW.supports(op.opcode):
         return CONTROLFLOW
     for name in backends:
-        if _BACKENDS[name].supports(op.opcode, quantized):
-            return _BACKENDS[name]
+        backend = _BACKENDS[name]
+        if qtype is None and backend.supports(op.opcode):
+            return backend
+        if qtype is not None and backend.supports(op.opcode, True) and qtype in backend.types(op.opcode, True):
+            return backend
     return None
 
 
 def unsupported_ops(model: Model, backends: tuple[str, ...] = ("cpu",)) -> list[tuple[int, int, str]]:
     """(subgraph, op index, op name) for every op without a kernel (for a quantized op: without a
-    quantized kernel, named "OP (quantized)")."""
+    quantized kernel for its type, named e.g. "CONV_2D (quantized int16)")."""
     missing = []
     for sg in model.subgraphs:
         for op in sg.operations:
-            quantized = op_is_quantized(op, sg)
-            if assign_backend(op, backends, quantized) is None:
-                missing.append((sg.index, op.index, op.kernel_name + (" (quantized)" if quantized else "")))
+            qtype = quantized_type(op, sg)
+            if assign_backend(op, backends, qtype) is None:
+                missing.append((sg.index, op.index, op.kernel_name + (f" (quantized {qtype})" if qtype else "")))
     return missing
 
 
@@ -112,10 +117,10 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
     backend_of, attrs, quantized = {}, {}, set()
     for sg in model.subgraphs:
         for op in sg.operations:
-            q = op_is_quantized(op, sg)
-            if q:
+            qtype = quantized_type(op, sg)
+            if qtype is not None:
                 quantized.add(id(op))
-            backend = backend_of[id(op)] = assign_backend(op, names, q)
+            backend = backend_of[id(op)] = assign_backend(op, names, qtype)
             attrs[id(op)] = backend.attributes(op.kernel_name)
     # Ops that may keep a value beyond their run: kernels that keep their inputs, and, when some op of
     # the model keeps values, ops that hand values to other subgraphs.

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from helpers import accumulator_model
+from helpers import accumulator_model, kernel_params
 from onert_py.interpreter import Interpreter as OnertInterpreter
 from onert_py.loader import load_model
 from onert_py.interpreter import InterpreterWithCustomOps as OnertInterpreterWithCustomOps
@@ -348,6 +348,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "conformance" / "corpus"
 # Kernels that differ from LiteRT on purpose (LiteRT fails these inputs; see tests/conformance).
 KERNEL_DIFFERENCES = {"greedy_decode_grow_empty", "op_reverse_2axes", "op_segment_sum"}
 CORPUS_MODELS = sorted(p.stem for p in CORPUS.glob("*.tflite") if p.stem not in KERNEL_DIFFERENCES)
+
 CORPUS_TOL = 1e-5   # the corpus's own tolerance (MANIFEST.json default_rtol/default_atol)
 
 
@@ -402,7 +403,7 @@ def corpus_script(cls: type, name: str) -> dict[str, Any]:
     return seen
 
 
-@pytest.mark.parametrize("name", CORPUS_MODELS)
+@pytest.mark.parametrize("name", kernel_params(CORPUS_MODELS, CORPUS))
 def test_corpus_same_observations(name: str) -> None:
     ref = corpus_script(litert.Interpreter, name)
     ours = corpus_script(OnertInterpreter, name)
@@ -740,7 +741,7 @@ def intermediates_script(cls: type, name: str) -> dict[int, Any]:
     return seen
 
 
-@pytest.mark.parametrize("name", MULTI_OP_MODELS)
+@pytest.mark.parametrize("name", kernel_params(MULTI_OP_MODELS, CORPUS))
 def test_preserved_intermediates(name: str) -> None:
     """With experimental_preserve_all_tensors every intermediate of the main subgraph holds LiteRT's
     value after invoke. LiteRT leaves WHILE outputs nothing reads unallocated (get_tensor raises);

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from helpers import kernel_params
 from models.conftest import mediapipe_models  # noqa: F401 - the fixture, shared with tests/models
 from onert_py.interpreter import Interpreter as OnertInterpreter
 from onert_py.loader import load_model
@@ -81,7 +82,7 @@ def assert_same_shapes(ours: Any, ref: Any, where: str) -> None:
 
 
 @pytest.mark.parametrize("resize", sorted(RESIZES))
-@pytest.mark.parametrize("name", CORPUS_MODELS)
+@pytest.mark.parametrize("name", kernel_params(CORPUS_MODELS, CORPUS, strict=False))
 def test_corpus_shapes_after_allocate(name: str, resize: str) -> None:
     path = CORPUS / f"{name}.tflite"
     assert_same_shapes(observe(OnertInterpreter, path, resize), observe(litert.Interpreter, path, resize),

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import kernel_params
 from controlflow.builders import (
     I32, accumulate_loop_body, add_subgraph, if_model, less_equal_cond, pad_loop_body, pad_subgraph,
     while_model,
@@ -311,11 +312,12 @@ def _corpus_models() -> list[Path]:
     return sorted(CORPUS.glob("*.tflite"))
 
 
-@pytest.mark.parametrize("path", _corpus_models(), ids=lambda p: p.stem)
-def test_static_shapes_match_the_run(path: Path) -> None:
+@pytest.mark.parametrize("name", kernel_params([p.stem for p in _corpus_models()], CORPUS))
+def test_static_shapes_match_the_run(name: str) -> None:
     """Every shape the FULL policy calls static (and every known dim of a partial one) equals the
     shape the tensor has after running the corpus model on its stored inputs."""
     import onert_py
+    path = CORPUS / f"{name}.tflite"
     ref = np.load(path.with_suffix(".npz"))
     inputs = [ref[f"in_{k}"] for k in range(sum(1 for key in ref.files if key.startswith("in_")))]
     sess = onert_py.infer.session(str(path), preserve_all_tensors=True)

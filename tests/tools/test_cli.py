@@ -757,3 +757,37 @@ def test_readme_first_command_runs_the_shipped_example(capsys, tmp_path):
     want = run_litert(model.read_bytes(), [x, n])
     np.testing.assert_array_equal(got["i"], want[0])
     np.testing.assert_allclose(got["y"], want[1], rtol=1e-6)
+
+
+def test_inspect_quantized_model(tmp_path, capsys):
+    """inspect takes tensor types into account: a quantized op without a quantized kernel is listed, and
+    the tensor table shows each tensor's quantization (per-channel as a summary)."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [4], np.int8, quantization=(0.5, -3))
+    w = sg.const("w", np.array([1, 2, 3, 4], np.int8), quantization=(np.array([0.01, 0.2, 0.5, 3.0], np.float32),
+                                                                   np.array([0, 0, 0, 0]), 0))
+    axis = sg.const("axis", np.array(0, np.int32))
+    y, z = sg.tensor("y", [4], np.int8, quantization=(0.5, -3)), sg.tensor("z", [4], np.int8, quantization=(0.5, -3))
+    sg.op("CUMSUM", [x, axis], [y], exclusive=False, reverse=False)
+    sg.op("RESHAPE", [w, sg.const("shape", np.array([4], np.int32))], [z])
+    sg.inputs, sg.outputs = [x], [y, z]
+    path = tmp_path / "q.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    rc, out, _ = cli(capsys, "inspect", str(path), "--subgraph", "0")
+    assert rc == 0
+    assert "ops without a kernel:" in out and "CUMSUM (quantized int8)" in out and "RESHAPE" not in out.split(
+        "ops without a kernel:")[1].split("\n\n")[0]
+    assert "scale 0.5 zp -3" in out
+    assert "per-channel x4 on axis 0, scale 0.01..3 zp 0" in out
+
+
+def test_compare_counts_quantized_errors_in_lsbs(capsys):
+    """A quantized model's integer outputs: errors in steps of the output's scale (a converter-made int8
+    model of the corpus, bit-exact with LiteRT)."""
+    from pathlib import Path
+    model = Path(__file__).resolve().parents[1] / "conformance" / "corpus" / "convnet_int8.tflite"
+    rc, out, _ = cli(capsys, "compare", model)
+    assert rc == 0
+    row = compare_rows(out)[0]
+    assert row[4] == "int8" and row[5:7] == ["0", "LSB"] and row[-1] == "PASS", row

@@ -55,9 +55,20 @@ class Program:
     atol: float = 1e-5
     tolerance_reason: str = ""
     tags: list[str] = field(default_factory=list)
-    # converter variant: "" (float32, no optimizations) or "float16" (weights stored as float16,
-    # DEQUANTIZE ops in front of their consumers: the converter's float16 post-training option)
+    # converter variant: "" (float32, no optimizations), "float16" (weights stored as float16,
+    # DEQUANTIZE ops in front of their consumers: the converter's float16 post-training option), or a
+    # post-training quantization of QUANTIZED_VARIANTS
     converter: str = ""
+
+
+# Post-training integer quantization, calibrated on perturbed copies of the program's inputs:
+# converter variant -> (supported ops, inference input/output type). Their references come from
+# LiteRT's builtin kernels without the default (XNNPACK) delegate, which onert-py matches bit for bit.
+QUANTIZED_VARIANTS = {
+    "int8": ("TFLITE_BUILTINS_INT8", "int8"),               # full integer, int8 inputs and outputs
+    "int8_uint8io": ("TFLITE_BUILTINS_INT8", "uint8"),      # full integer, uint8 inputs and outputs
+    "int16x8": ("EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8", "int16"),
+}
 
 
 PROGRAMS: list[Program] = []
@@ -1390,9 +1401,65 @@ def _quiet(fn):
     return run
 
 
-def convert(obj: Any, variant: str = "") -> tuple[bytes, Callable[..., Any], list[str]]:
+# ----------------------------------------------------------------------------------------------
+# post-training quantization of programs above (converter variants of QUANTIZED_VARIANTS)
+
+_VARIANT_TEXT = {"int8": "full-integer int8 (int8 inputs and outputs)",
+                 "int8_uint8io": "full-integer int8 with uint8 inputs and outputs",
+                 "int16x8": "16x8 (int16 activations, int8 weights, int16 inputs and outputs)"}
+@program("dense_loop", "Quantized control flow's float twin: a tf.while_loop whose body is a dense layer "
+                       "(matmul + bias, relu6) on a [2, 16] state, run a fixed 4 times; an IF picks one "
+                       "of two dense heads by the sign of the state's sum.")
+def _dense_loop():
+    tf = _tf()
+    r = rng_for("dense_loop")
+    w = tf.constant(r.normal(0, 0.3, (16, 16)).astype(np.float32))
+    b = tf.constant(r.normal(0, 0.1, (16,)).astype(np.float32))
+    h1, h2 = (tf.constant(r.normal(0, 0.3, (16, 4)).astype(np.float32)) for _ in range(2))
+
+    @tf.function(input_signature=[spec([2, 16], tf.float32, "x")])
+    def f(x):
+        _, y = tf.while_loop(lambda i, y: i < 4, lambda i, y: (i + 1, tf.nn.relu6(tf.matmul(y, w) + b)),
+                             [tf.constant(0), x])
+        return tf.cond(tf.reduce_sum(y) > 10.0, lambda: tf.matmul(y, h1), lambda: tf.matmul(y, h2))
+
+    return f, {"x": r.uniform(-1, 3, (2, 16)).astype(np.float32)}
+
+
+for _base, _builder, _variants in (("mlp", _mlp, ("int8", "int8_uint8io", "int16x8")),
+                                   ("convnet", _convnet, ("int8", "int8_uint8io", "int16x8")),
+                                   ("mobilenet_v2", _mobilenet_v2, ("int8", "int8_uint8io")),
+                                   # 16x8 calibration fails on its GATHER of token ids (TF 2.21); keras_lstm's
+                                   # int8 conversion crashes the converter (segfault), so neither is here
+                                   ("transformer_encoder", _transformer_encoder, ("int8",)),
+                                   ("dense_loop", _dense_loop, ("int8",))):
+    for _variant in _variants:
+        program(f"{_base}_{_variant}", f"Quantized: the {_base} program converted {_VARIANT_TEXT[_variant]}, "
+                "calibrated on perturbed copies of its input.", converter=_variant)(_builder)
+
+
+
+def _calibration(feed: dict[str, np.ndarray], name: str, count: int = 24) -> list[dict[str, np.ndarray]]:
+    """Representative inputs for post-training quantization: the feed and perturbed copies of its float
+    inputs (scaled by 0.7-1.3 plus noise of 10% of their spread); integer inputs stay as they are."""
+    r = rng_for(name + "/calibration")
+    out = [feed]
+    for _ in range(count - 1):
+        d = {}
+        for k, x in feed.items():
+            x = np.asarray(x)
+            if x.dtype.kind == "f":
+                spread = float(np.std(x)) or 1.0
+                x = (x * r.uniform(0.7, 1.3) + r.normal(0, 0.1 * spread, x.shape)).astype(x.dtype)
+            d[k] = x
+        out.append(d)
+    return out
+
+
+def convert(obj: Any, variant: str = "", calibration: list[dict[str, np.ndarray]] | None = None
+            ) -> tuple[bytes, Callable[..., Any], list[str]]:
     """(tflite bytes, a TF callable taking inputs by name, the argument names in call order).
-    variant: see Program.converter."""
+    variant: see Program.converter; calibration: the representative inputs of a quantized variant."""
     tf = _tf()
     keras = _keras()
     if isinstance(obj, keras.Model):
@@ -1426,9 +1493,31 @@ def convert(obj: Any, variant: str = "") -> tuple[bytes, Callable[..., Any], lis
     if variant == "float16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.target_spec.supported_types = [tf.float16]
+    elif variant in QUANTIZED_VARIANTS:
+        ops, io_type = QUANTIZED_VARIANTS[variant]
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.target_spec.supported_ops = [getattr(tf.lite.OpsSet, ops)]
+        conv.inference_input_type = conv.inference_output_type = getattr(tf, io_type)
+        feeds = calibration or []
+        conv.representative_dataset = lambda: ([np.asarray(f[n]) for n in names] for f in feeds)
     elif variant:
         raise ValueError(f"unknown converter variant {variant!r}")
     return conv.convert(), run_tf, names
+
+
+def quantize_inputs(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Float inputs of a model whose inputs are quantized, quantized with each input's parameters (as
+    the application feeding the model would: round half to even, clamp to the type)."""
+    from ai_edge_litert.interpreter import Interpreter
+    out = []
+    for d, x in zip(Interpreter(model_content=data).get_input_details(), inputs):
+        dt = np.dtype(d["dtype"])
+        scale, zp = d["quantization"]
+        if dt.kind in "iu" and x.dtype.kind == "f" and scale:
+            info = np.iinfo(dt)
+            x = np.clip(np.rint(x / scale) + zp, info.min, info.max).astype(dt)
+        out.append(x)
+    return out
 
 
 def input_order(data: bytes, names: list[str]) -> list[str]:
@@ -1453,11 +1542,14 @@ def input_order(data: bytes, names: list[str]) -> list[str]:
     raise RuntimeError(f"cannot match inputs {names} to {[d['name'] for d in details]}")
 
 
-def run_litert(data: bytes, inputs: list[np.ndarray], reference_kernels: bool = False) -> list[np.ndarray]:
-    """LiteRT's outputs: with its default resolver (XNNPACK where it applies), or with
-    ``reference_kernels`` its BUILTIN_REF kernels."""
+def run_litert(data: bytes, inputs: list[np.ndarray], reference_kernels: bool = False,
+               builtin: bool = False) -> list[np.ndarray]:
+    """LiteRT's outputs: with its default resolver (XNNPACK where it applies), with ``reference_kernels``
+    its BUILTIN_REF kernels, with ``builtin`` its builtin kernels without the default delegate."""
     from ai_edge_litert import interpreter as lite
     kw = {"experimental_op_resolver_type": lite.OpResolverType.BUILTIN_REF} if reference_kernels else {}
+    if builtin:
+        kw = {"experimental_op_resolver_type": lite.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
     it = lite.Interpreter(model_content=data, **kw)
     details = it.get_input_details()
     for d, x in zip(details, inputs):
@@ -1480,10 +1572,14 @@ def ops_used(data: bytes) -> list[list[str]]:
 
 
 def _reference(data: bytes, run_tf: Callable[..., Any], feed: dict[str, np.ndarray],
-               inputs: list[np.ndarray]) -> tuple[list[np.ndarray], str, str, bool | None, float | None]:
+               inputs: list[np.ndarray], quantized: bool = False
+               ) -> tuple[list[np.ndarray], str, str, bool | None, float | None]:
     """(outputs, source, note, tensorflow_agrees, kernel_spread) for one input set. kernel_spread is
     the max abs difference between LiteRT's default kernels and its reference kernels over the float
-    outputs: how far two correct float32 implementations drift apart on this model."""
+    outputs: how far two correct float32 implementations drift apart on this model. A quantized model's
+    reference is LiteRT's builtin kernels (no delegate): what integer results must equal."""
+    if quantized:
+        return run_litert(data, inputs, builtin=True), "litert-builtin", "", None, None
     try:
         outputs = run_litert(data, inputs)
         source, note = "litert", ""
@@ -1518,13 +1614,17 @@ def generate(prog: Program, out_dir: Path) -> dict[str, Any]:
     further one as ``run<n>_in_k``/``run<n>_out_k``."""
     obj, feeds = prog.build()
     feeds = feeds if isinstance(feeds, list) else [feeds]
-    data, run_tf, names = convert(obj, prog.converter)
+    quantized = prog.converter in QUANTIZED_VARIANTS
+    calibration = _calibration(feeds[0], prog.name) if quantized else None
+    data, run_tf, names = convert(obj, prog.converter, calibration)
     order = input_order(data, names)
     arrays: dict[str, np.ndarray] = {}
     runs = []
     for r, feed in enumerate(feeds):
         inputs = [np.array(feed[n], copy=True, order="C") for n in order]  # keeps 0-d inputs 0-d
-        outputs, source, note, tf_agrees, spread = _reference(data, run_tf, feed, inputs)
+        if quantized:
+            inputs = quantize_inputs(data, inputs)
+        outputs, source, note, tf_agrees, spread = _reference(data, run_tf, feed, inputs, quantized)
         prefix = f"run{r}_" if r else ""
         arrays.update({f"{prefix}in_{k}": x for k, x in enumerate(inputs)})
         arrays.update({f"{prefix}out_{k}": y for k, y in enumerate(outputs)})

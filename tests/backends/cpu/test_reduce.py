@@ -161,12 +161,20 @@ def test_reduce_prod_small_ints_wrap(dtype, axes):
         assert abs(int(np.prod(x.astype(object)))) > np.iinfo(dtype).max   # the case does wrap
 
 
-def test_reduce_prod_quantized_without_kernel_is_refused():
+def test_reduce_prod_quantized_runs_the_quantized_kernel():
+    # A quantized input selects the rescaling kernel (tests/backends/cpu/test_reduce_quantized.py
+    # covers it), bit-exact with LiteRT, not the plain wrapping product.
     mb = single_op_model("REDUCE_PROD", [("x", [2, 3], np.int8), ("const", np.array([1], np.int32))],
                          [("o", [2], np.int8)], keep_dims=False)
     mb.subgraphs[0].tensors[0].quantization = Quantization(np.array([0.5], np.float32), np.array([0]))
-    with pytest.raises(onert_py.UnsupportedOpError, match=r"REDUCE_PROD \(quantized\) \(subgraph 0 operator 0\)"):
-        run_onert(mb, [np.zeros((2, 3), np.int8)])
+    mb.subgraphs[0].tensors[2].quantization = Quantization(np.array([0.25], np.float32), np.array([-3]))
+    x = np.array([[2, 3, -4], [1, 5, 6]], np.int8)
+    out = check_builtin(mb, [x])
+    assert not np.array_equal(out[0], np.prod(x, axis=1).astype(np.int8))
+    # without output parameters it is refused
+    mb.subgraphs[0].tensors[2].quantization = None
+    with pytest.raises(onert_py.PrepareError, match="quantization parameters"):
+        run_onert(mb, [x])
 
 
 @pytest.mark.parametrize("op", ["SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"])

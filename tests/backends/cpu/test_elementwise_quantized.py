@@ -1,0 +1,298 @@
+"""Quantized binary elementwise ops (ADD, SUB, MUL, SQUARED_DIFFERENCE, MAXIMUM, MINIMUM, comparisons),
+bit-exact with LiteRT's builtin kernels."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import fit_quantization, check_builtin, rng, run_litert_builtin, run_onert, single_op_model
+from onert_py.errors import PrepareError, UnsupportedOpError
+
+NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
+ACTIVATIONS = (NONE, RELU, RELU_N1_TO_1, RELU6)
+
+
+def _values(dt, shape, seed):
+    """Random values over the whole range of `dt`, with the type's ends present."""
+    info = np.iinfo(dt)
+    x = rng(seed).integers(int(info.min), int(info.max), shape, endpoint=True)
+    flat = x.reshape(-1)
+    if flat.size >= 2:
+        flat[0], flat[-1] = info.min, info.max
+    return x.astype(dt)
+
+
+
+
+def _binary(op, dt, shapes, qs, out_dtype=None, out_shape=None, seed=0, **options):
+    """A one-op model of `op` on two quantized inputs of `shapes`, its inputs, and check_builtin's result."""
+    (s1, s2), (q1, q2, qo) = shapes, qs
+    out_shape = out_shape or list(np.broadcast_shapes(tuple(s1), tuple(s2)))
+    out = ("y", out_shape, out_dtype or dt) + ((qo,) if qo is not None else ())
+    mb = single_op_model(op, [("a", list(s1), dt, q1), ("b", list(s2), dt, q2)], [out], **options)
+    xs = [_values(dt, s1, seed), _values(dt, s2, seed + 1)]
+    return mb, xs
+
+
+def _check(op, dt, shapes, qs, **kw):
+    mb, xs = _binary(op, dt, shapes, qs, **kw)
+    return check_builtin(mb, xs)
+
+
+# Input 1, input 2 and output parameters: equal scales, the output scale below and above the inputs'
+# (output multipliers above and below the inputs'), inputs two orders of magnitude apart, zero points at
+# the type's ends (int8 -128/127, uint8 0/255 after _fit's shift).
+_ADD_PARAMS = [
+    ((0.05, 0), (0.05, 0), (0.05, 0)),
+    ((0.02, -128), (0.07, 127), (0.1, 5)),
+    ((0.1, 127), (0.001, -128), (0.02, -128)),
+    ((0.003, 10), (0.5, -20), (0.9, 127)),
+    ((0.25, -7), (0.125, 3), (0.004, 0)),       # output scale small: saturates
+]
+_SHAPES = [([3, 5, 7], [3, 5, 7]), ([2, 1, 4, 3], [5, 1, 3]), ([1], [4, 9]), ([], [3, 2])]
+
+
+def _cases(ops, dts):
+    """(op, dt) pairs without 8-bit ADD and MUL, which do not broadcast (test_8bit_add_mul_broadcast_refused)
+    and are tested on elementwise shapes below (test_add_mul_8bit)."""
+    return [(op, dt) for op in ops for dt in dts if not (op in ("ADD", "MUL") and dt != np.int16)]
+
+
+@pytest.mark.parametrize("op,dt", _cases(["ADD", "SUB"], [np.int8, np.uint8, np.int16]))
+@pytest.mark.parametrize("k", range(len(_ADD_PARAMS)))
+def test_add_sub(op, dt, k):
+    qs = [fit_quantization(q, dt) for q in _ADD_PARAMS[k]]
+    extra = {"pot_scale_int16": False} if dt == np.int16 else {}
+    for j, shapes in enumerate(_SHAPES):
+        _check(op, dt, shapes, qs, seed=10 * k + j, fused_activation_function=NONE, **extra)
+
+
+@pytest.mark.parametrize("op,dt", _cases(["ADD", "SUB"], [np.int8, np.uint8, np.int16]))
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_add_sub_activations(op, dt, act):
+    qs = [fit_quantization(q, dt) for q in ((0.02, -5), (0.03, 9), (0.015, -100))]
+    _check(op, dt, ([4, 33], [4, 33]), qs, seed=act, fused_activation_function=act)
+    _check(op, dt, ([4, 1, 3], [7, 3]), qs, seed=act + 5, fused_activation_function=act)
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB"])
+@pytest.mark.parametrize("scales", [(2 ** -10, 2 ** -10, 2 ** -10), (2 ** -12, 2 ** -9, 2 ** -9),
+                                    (2 ** -7, 2 ** -15, 2 ** -7), (0.0625, 0.0625, 0.0625)])
+@pytest.mark.parametrize("act", [NONE, RELU, RELU6, RELU_N1_TO_1])
+def test_int16_power_of_two_scales(op, scales, act):
+    """int16 with power-of-two scales and pot_scale_int16 (the default): LiteRT's LSTM path."""
+    qs = [(s, 0) for s in scales]
+    _check(op, np.int16, ([3, 41], [3, 41]), qs, seed=act, fused_activation_function=act)
+    # the option off: the general path on the same scales
+    _check(op, np.int16, ([3, 41], [3, 41]), qs, seed=act, fused_activation_function=act,
+           pot_scale_int16=False)
+
+
+def test_sub_int16_power_of_two_broadcasts():
+    qs = [(2 ** -12, 0), (2 ** -9, 0), (2 ** -9, 0)]
+    _check("SUB", np.int16, ([2, 1, 5], [3, 5]), qs)
+
+
+def test_add_sub_refusals():
+    # int16 needs zero points 0 (LiteRT refuses at prepare)
+    mb, xs = _binary("ADD", np.int16, ([4], [4]), [(0.01, 3), (0.01, 0), (0.01, 0)])
+    with pytest.raises(RuntimeError):
+        run_litert_builtin(mb, xs)
+    with pytest.raises(PrepareError, match="zero points 0"):
+        run_onert(mb, xs)
+    # power-of-two scales where the output's matches neither input's: LiteRT refuses at prepare
+    mb, xs = _binary("SUB", np.int16, ([4], [4]), [(2 ** -8, 0), (2 ** -9, 0), (2 ** -10, 0)])
+    with pytest.raises(RuntimeError):
+        run_litert_builtin(mb, xs)
+    with pytest.raises(PrepareError, match="power-of-two"):
+        run_onert(mb, xs)
+    # an output scale so small the output multiplier exceeds 1 (LiteRT aborts the process on ADD)
+    mb, xs = _binary("ADD", np.int16, ([4], [4]), [(1.0, 0), (0.7, 0), (1e-7, 0)])
+    with pytest.raises(PrepareError, match="too small"):
+        run_onert(mb, xs)
+    # int16 power-of-two ADD does not broadcast in LiteRT
+    mb, xs = _binary("ADD", np.int16, ([2, 4], [4]), [(2 ** -8, 0), (2 ** -8, 0), (2 ** -8, 0)])
+    with pytest.raises(PrepareError, match="does not broadcast"):
+        run_onert(mb, xs)
+    # a fused activation quantized kernels do not have
+    mb, xs = _binary("SUB", np.int8, ([4], [4]), [(0.1, 0)] * 3, fused_activation_function=4)
+    with pytest.raises(PrepareError, match="fused activation"):
+        run_onert(mb, xs)
+
+
+_MUL_PARAMS = [
+    ((0.05, 0), (0.05, 0), (0.05, 0)),
+    ((0.02, -128), (0.07, 127), (0.001, 5)),          # multiplier > 1: saturates
+    ((0.1, 127), (0.001, -128), (0.3, -128)),         # multiplier << 1
+    ((0.5, 3), (0.4, -9), (0.02, 127)),               # multiplier 10
+    ((0.003, 10), (0.0002, -20), (0.0001, 0)),
+]
+
+
+@pytest.mark.parametrize("dt", [np.int16])
+@pytest.mark.parametrize("k", range(len(_MUL_PARAMS)))
+def test_mul(dt, k):
+    qs = [fit_quantization(q, dt) for q in _MUL_PARAMS[k]]
+    for j, shapes in enumerate(_SHAPES):
+        _check("MUL", dt, shapes, qs, seed=10 * k + j, fused_activation_function=NONE)
+
+
+@pytest.mark.parametrize("dt", [np.int16])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_mul_activations(dt, act):
+    qs = [fit_quantization(q, dt) for q in ((0.02, -5), (0.03, 9), (0.0015, -100))]
+    _check("MUL", dt, ([5, 31], [5, 31]), qs, seed=act, fused_activation_function=act)
+    _check("MUL", dt, ([5, 1, 3], [2, 3]), qs, seed=act + 3, fused_activation_function=act)
+
+
+def test_mul_int16_large_multiplier():
+    """int16 products near 2**30 shifted left by a multiplier above 2: C's int32 shift wraps."""
+    qs = [(0.5, 0), (0.5, 0), (0.01, 0)]
+    _check("MUL", np.int16, ([64], [64]), qs)
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+def test_8bit_add_mul_broadcast_refused(op, dt):
+    """LiteRT's broadcasting 8-bit ADD / MUL (BinaryBroadcastFiveFold) is not reproduced: refused."""
+    q = fit_quantization((0.1, 0), dt)
+    for shapes in [([2, 4], [4]), ([1], [4]), ([3, 1], [1, 5])]:
+        mb, xs = _binary(op, dt, shapes, [q] * 3, fused_activation_function=NONE)
+        with pytest.raises(PrepareError, match="broadcasting input shapes"):
+            run_onert(mb, xs)
+
+
+def test_mul_refusals():
+    mb, xs = _binary("MUL", np.int16, ([4], [4]), [(0.01, 1), (0.01, 0), (0.01, 0)])
+    with pytest.raises(RuntimeError):
+        run_litert_builtin(mb, xs)   # LiteRT refuses at invoke
+    with pytest.raises(PrepareError, match="zero points 0"):
+        run_onert(mb, xs)
+    mb, xs = _binary("MUL", np.int16, ([4], [4]), [(0.01, 0), (0.01, 0), (0.01, 0)], out_dtype=np.int8)
+    with pytest.raises(PrepareError, match="not supported"):
+        run_onert(mb, xs)
+
+
+_SQD_PARAMS = [
+    ((0.05, 0), (0.05, 0), (0.05, 0)),
+    ((0.02, -128), (0.07, 127), (0.3, -128)),
+    ((0.1, 127), (0.001, -128), (0.01, 127)),
+    ((0.003, 10), (0.005, -20), (0.0001, -128)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(_SQD_PARAMS)))
+def test_squared_difference_int8(k):
+    for j, shapes in enumerate(_SHAPES):
+        _check("SQUARED_DIFFERENCE", np.int8, shapes, _SQD_PARAMS[k], seed=10 * k + j)
+
+
+def test_squared_difference_refusals():
+    mb, xs = _binary("SQUARED_DIFFERENCE", np.uint8, ([4], [4]), [(0.1, 128)] * 3)
+    with pytest.raises((UnsupportedOpError, PrepareError), match="quantized uint8|supported: int8"):
+        run_onert(mb, xs)
+    mb, xs = _binary("SQUARED_DIFFERENCE", np.int8, ([4], [4]), [(1.0, 0), (1.0, 0), (1e-6, 0)])
+    with pytest.raises(PrepareError, match="too small"):
+        run_onert(mb, xs)
+
+
+@pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16])
+def test_maximum_minimum(op, dt):
+    """LiteRT compares the stored integers, whatever the parameters (here all different)."""
+    qs = [fit_quantization(q, dt) for q in ((0.02, -128), (0.5, 127), (0.1, 3))]
+    for j, shapes in enumerate(_SHAPES):
+        _check(op, dt, shapes, qs, seed=j)
+
+
+_COMPARE_PARAMS = [
+    ((0.05, 0), (0.05, 0)),
+    ((0.05, 3), (0.1, -2)),            # b's values are a's at half the resolution: many equal
+    ((0.02, -128), (0.0101, 127)),
+    ((0.9, 127), (0.001, -128)),
+    ((0.25, 0), (0.5, 1)),
+]
+
+
+@pytest.mark.parametrize("op", ["EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16])
+@pytest.mark.parametrize("k", range(len(_COMPARE_PARAMS)))
+def test_comparisons(op, dt, k):
+    q1, q2 = (fit_quantization(q, dt) for q in _COMPARE_PARAMS[k])
+    for j, shapes in enumerate(_SHAPES[:3]):
+        mb, xs = _binary(op, dt, shapes, (q1, q2, None), out_dtype=np.bool_, seed=10 * k + j)
+        if k == 1 and dt != np.int16:
+            # values that are equal in real terms: a = 2 * (b - zb) + za
+            info = np.iinfo(dt)
+            b = xs[1].astype(np.int64)
+            a = np.clip(2 * (b - q2[1]) + q1[1], info.min, info.max)
+            xs[0] = np.broadcast_to(a, np.broadcast_shapes(np.shape(a), tuple(shapes[0])))
+            xs[0] = np.resize(xs[0], shapes[0]).astype(dt)
+        check_builtin(mb, xs)
+
+
+def test_comparison_refusals():
+    mb, xs = _binary("LESS", np.int8, ([4], [4]), [(1.5, 0), (0.1, 0), None], out_dtype=np.bool_)
+    with pytest.raises(PrepareError, match="scale >= 1"):
+        run_onert(mb, xs)
+
+
+# 8-bit ADD and MUL: LiteRT's optimized kernels, a vector body over blocks of 16 (int8) or 8 (uint8)
+# elements with its own rounding and int16 narrowing, the reference formula on the remaining tail.
+# Sizes below, at and around the block lengths, and large ones; shapes that differ only by leading 1s.
+_ELEMENTWISE_SHAPES = [([5], [5]), ([8], [8]), ([16], [16]), ([3, 7], [3, 7]), ([2, 5, 17], [2, 5, 17]),
+                       ([1, 4, 9, 33], [4, 9, 33]), ([4099], [4099])]
+_ADD8_PARAMS = _ADD_PARAMS + [
+    ((0.1, 3), (0.0999, -2), (0.0001, 0)),      # output scale tiny: the int16 narrowing wraps
+    ((0.5, 127), (0.5, -128), (0.003, 127)),
+    ((1e-4, 0), (0.3, 0), (0.25, -128)),        # one input's multiplier far below the other's
+]
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("k", range(len(_ADD8_PARAMS)))
+def test_add_8bit(dt, k):
+    qs = [fit_quantization(q, dt) for q in _ADD8_PARAMS[k]]
+    for j, shapes in enumerate(_ELEMENTWISE_SHAPES):
+        _check("ADD", dt, shapes, qs, seed=100 + 10 * k + j, fused_activation_function=NONE)
+
+
+_MUL8_PARAMS = _MUL_PARAMS + [
+    ((0.02, -128), (0.02, -128), (0.0001, 0)),        # products saturate int16 in the vector body
+    ((0.9, 127), (0.8, -128), (0.002, -128)),          # multiplier 360
+]
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("k", range(len(_MUL8_PARAMS)))
+def test_mul_8bit(dt, k):
+    qs = [fit_quantization(q, dt) for q in _MUL8_PARAMS[k]]
+    for j, shapes in enumerate(_ELEMENTWISE_SHAPES):
+        _check("MUL", dt, shapes, qs, seed=200 + 10 * k + j, fused_activation_function=NONE)
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_add_mul_8bit_activations(op, dt, act):
+    ps = ((0.02, -5), (0.03, 9), (0.015, -100)) if op == "ADD" else ((0.02, -5), (0.03, 9), (0.0015, -100))
+    qs = [fit_quantization(q, dt) for q in ps]
+    for j, shapes in enumerate([([4, 33], [4, 33]), ([1, 2, 3, 43], [2, 3, 43])]):
+        _check(op, dt, shapes, qs, seed=300 + 10 * act + j, fused_activation_function=act)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+def test_add_8bit_block_and_tail_round_differently(dt):
+    """The vector body and the reference tail differ on some inputs: the same pairs of values give
+    different outputs depending on their position (so both forms are exercised above)."""
+    qs = [fit_quantization(q, dt) for q in ((0.02, -128), (0.07, 127), (0.1, 5))]
+    mb, xs = _binary("ADD", dt, ([4096], [4096]), qs, seed=7, fused_activation_function=NONE)
+    expected = check_builtin(mb, xs)[0]
+    # the same values in the tail of a 15-element tensor (int8) / 7-element (uint8): reference formula
+    n = 15 if dt == np.int8 else 7
+    tails = []
+    for i in range(0, 4096 - n, n):
+        mb_t, _ = _binary("ADD", dt, ([n], [n]), qs, fused_activation_function=NONE)
+        tails.append((mb_t, [xs[0][i:i + n], xs[1][i:i + n]], expected[i:i + n]))
+    differ = sum(int(np.sum(run_onert(m, x)[0] != e)) for m, x, e in tails[:40])
+    assert differ > 0
