@@ -70,7 +70,11 @@ def bench(name: str, runs: int) -> dict:
     if missing:
         row["missing"] = missing
         return row
-    sess = onert_py.infer.session(data)
+    try:
+        sess = onert_py.infer.session(data)
+    except onert_py.OnertPyError as e:
+        row["missing"] = [str(e).split(": ", 1)[-1][:100]]
+        return row
     ours = lambda v: sess.infer(v)  # noqa: E731
     row["onert_py_lsbs"] = _lsbs(ours(xs), ref)
     times = {"onert-py": [], "LiteRT builtin": [], "LiteRT default": []}
@@ -97,7 +101,7 @@ def render(rows: list[dict], argv: list[str]) -> str:
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "missing" in r:
-            lines.append(f"| {r['model']} | no kernel: {', '.join(r['missing'])} | | | | | | {r['xnnpack_lsbs']:g} |")
+            lines.append(f"| {r['model']} | not run: {', '.join(r['missing'])} | | | | | | {r['xnnpack_lsbs']:g} |")
             continue
         lines.append(f"| {r['model']} | {r['onert-py']:.3f} | {r['LiteRT builtin']:.3f} | {r['LiteRT default']:.3f} | "
                      f"{r['onert-py'] / r['LiteRT builtin']:.1f}× | {r['onert-py'] / r['LiteRT default']:.1f}× | "

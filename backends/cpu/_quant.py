@@ -182,3 +182,26 @@ def channel_shape(rank: int, axis: int, n: int) -> tuple[int, ...]:
     shape = [1] * rank
     shape[axis] = n
     return tuple(shape)
+
+
+def same_type_qparams(ctx, types: tuple[str, ...], what: str = "a quantized op", symmetric16: bool = True
+                      ) -> tuple[np.dtype, np.float32, int, np.float32, int]:
+    """Checks of an op whose output has its input 0's type (activations, unary ops, reductions): the
+    type is one of `types`, both tensors have per-tensor parameters, int16 zero points are 0 (LiteRT's
+    symmetric int16) when `symmetric16`. Returns (dtype, input scale, input zero point, output scale,
+    output zero point), scales as float32 (LiteRT's TfLiteQuantizationParams)."""
+    x_t, y_t = ctx.input_tensor(0), ctx.output_tensor(0)
+    dt = x_t.dtype
+    if dt.name not in types:
+        raise ctx.fail(f"quantized input type {dt.name} is not supported (supported: {', '.join(types)})")
+    if y_t.dtype != dt:
+        raise ctx.fail(f"output type {y_t.dtype.name} differs from input type {dt.name}")
+    qi, qo = qparams(x_t), qparams(y_t)
+    if qi is None or qo is None:
+        raise ctx.fail(f"{what} needs quantization parameters on its input and output")
+    if qi.per_channel or qo.per_channel:
+        raise ctx.fail(f"{what} needs per-tensor quantization parameters")
+    zi, zo = int(qi.zero_point[0]), int(qo.zero_point[0])
+    if symmetric16 and dt == np.int16 and (zi != 0 or zo != 0):
+        raise ctx.fail(f"int16 input and output need zero point 0, have {zi} and {zo}")
+    return dt, np.float32(qi.scale[0]), zi, np.float32(qo.scale[0]), zo

@@ -13,7 +13,7 @@ import numpy as np
 from onert_py.backends.cpu._common import Scratch
 from onert_py.backends.cpu._common import clip_ufunc as _clip_ufunc
 from onert_py.backends.cpu._conv_plan import ROW, chunk
-from onert_py.backends.cpu._quant import (
+from onert_py.backends.cpu._quant import (same_type_qparams, 
     multiply_by_quantized_multiplier,
     qparams,
     quantize_multiplier,
@@ -83,25 +83,10 @@ _I8_16 = ("int8", "uint8", "int16")
 
 
 def _q_unary(ctx: KernelContext, types: tuple[str, ...], symmetric16: bool = True):
-    """Checks of a one-input quantized activation: the types, equal input and output types, per-tensor
-    parameters on both; int16 wants zero points 0 (LiteRT's symmetric int16). Returns
-    (input scale, input zero point, output scale, output zero point) with float32 scales."""
+    """Checks of a one-input quantized activation (_quant.same_type_qparams): (input scale, input zero
+    point, output scale, output zero point) with float32 scales."""
     ctx.expect_inputs(1)
-    x_t, y_t = ctx.input_tensor(0), ctx.output_tensor(0)
-    name = x_t.dtype.name
-    if name not in types:
-        raise ctx.fail(f"quantized input type {name} is not supported (supported: {', '.join(types)})")
-    if y_t.dtype != x_t.dtype:
-        raise ctx.fail(f"output type {y_t.dtype.name} differs from input type {name}")
-    qi, qo = qparams(x_t), qparams(y_t)
-    if qi is None or qo is None:
-        raise ctx.fail("a quantized activation needs quantization parameters on its input and output")
-    if qi.per_channel or qo.per_channel:
-        raise ctx.fail("a quantized activation needs per-tensor quantization parameters")
-    zi, zo = int(qi.zero_point[0]), int(qo.zero_point[0])
-    if symmetric16 and name == "int16" and (zi != 0 or zo != 0):
-        raise ctx.fail(f"int16 input and output need zero point 0, have {zi} and {zo}")
-    return _F32(qi.scale[0]), zi, _F32(qo.scale[0]), zo
+    return same_type_qparams(ctx, types, "a quantized activation", symmetric16)[1:]
 
 
 

@@ -11,10 +11,9 @@ from typing import Callable
 import numpy as np
 
 from onert_py.backends.cpu._common import int_divide
-from onert_py.backends.cpu._quant import (
+from onert_py.backends.cpu._quant import (same_type_qparams, 
     multiply_by_quantized_multiplier,
     multiply_by_quantized_multiplier_int64,
-    qparams,
     quantize_multiplier,
     round_half_away32,
     to_int32_x86,
@@ -192,24 +191,9 @@ _F32 = np.float32
 
 
 def _q_params(ctx: KernelContext, types: tuple[str, ...] = _Q_TYPES):
-    """Checks of a quantized reduction: the type, the same output type, per-tensor parameters on
-    both, zero points 0 for int16. Returns (dtype, s_in, z_in, s_out, z_out), scales as float32."""
+    """Checks of a quantized reduction (_quant.same_type_qparams): (dtype, s_in, z_in, s_out, z_out)."""
     ctx.expect_inputs(2)
-    x_t, y_t = ctx.input_tensor(0), ctx.output_tensor(0)
-    dt = x_t.dtype
-    if dt.name not in types:
-        raise ctx.fail(f"quantized input type {dt.name} is not supported (supported: {', '.join(types)})")
-    if y_t.dtype != dt:
-        raise ctx.fail(f"output type {y_t.dtype.name} differs from input type {dt.name}")
-    qi, qo = qparams(x_t), qparams(y_t)
-    if qi is None or qo is None:
-        raise ctx.fail("a quantized reduction needs quantization parameters on its input and output")
-    if qi.per_channel or qo.per_channel:
-        raise ctx.fail("a quantized reduction needs per-tensor quantization parameters")
-    zi, zo = int(qi.zero_point[0]), int(qo.zero_point[0])
-    if dt == np.int16 and (zi != 0 or zo != 0):
-        raise ctx.fail(f"int16 input and output need zero point 0, have {zi} and {zo}")
-    return dt, _F32(qi.scale[0]), zi, _F32(qo.scale[0]), zo
+    return same_type_qparams(ctx, types, "a quantized reduction")
 
 
 
