@@ -211,8 +211,6 @@ def accumulator_model() -> ModelBuilder:
 
 # Corpus models with a known gap that no kernel registry shows: what is missing, for an expected failure.
 KNOWN_GAPS = {
-    "transformer_encoder_int8": "int8 ADD/MUL whose input shapes broadcast ([2, 16, 32] + [1, 16, 32]): "
-                                "LiteRT's optimized 8-bit broadcast path is not reproduced yet",
 }
 
 

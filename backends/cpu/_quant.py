@@ -177,6 +177,54 @@ def multiply_by_quantized_multiplier_half_up(x, multiplier, shift):
     return np.where(total > INT32_MAX, _I64(1) << (31 - right), total >> right)
 
 
+def neon_round(x: np.ndarray) -> np.ndarray:
+    """RoundToNearest of LiteRT's NEON code as x86 runs it (NEON_2_SSE, no vcvtaq): truncate x +- 0.5
+    computed in float32 (so 0.49999997 becomes 1, unlike std::round)."""
+    half = np.where(x < 0, np.float32(-0.5), np.float32(0.5))
+    return np.trunc((x + half).astype(np.float32))
+
+
+def hybrid_quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """LiteRT's BatchQuantizeFloats on float32 rows [m, d] as its x86 build runs it (the NEON kernels
+    through NEON_2_SSE): (int8 values as int64 [m, d], float32 scaling factors [m], int64 offsets [m]).
+
+    Symmetric: scale = max|x| / 127 in float32, q = round(x * (127 / max|x|)) clamped to +-127, offset 0.
+    Asymmetric: min and max capped at 0, scale = double(float(max - min)) / 255, the nudged zero point
+    of the smaller error, q = round(x * float(1 / scale)) + zero point clamped to [-128, 127].
+    An all-zero row gives scale 1, zeros. The first floor(d / 8) * 8 columns take the vector rounding
+    (neon_round), the rest std::round."""
+    m, d = x.shape
+    n_vec = d // 8 * 8
+    if asymmetric:
+        rmin = np.minimum(np.float32(0), x.min(axis=1, initial=np.float32(0)))
+        rmax = np.maximum(np.float32(0), x.max(axis=1, initial=np.float32(0)))
+        flat = rmin == rmax
+        scale = np.where(flat, 1.0, (rmax - rmin).astype(np.float64) / 255.0)
+        lo, hi = rmin.astype(np.float64) / scale, rmax.astype(np.float64) / scale
+        zp = np.where(128.0 + np.abs(lo) < 127.0 + np.abs(hi), -128.0 - lo, 127.0 - hi)
+        nudged = np.clip(np.trunc(zp) + np.where(np.abs(zp - np.trunc(zp)) >= 0.5, np.sign(zp), 0.0),
+                         -128.0, 127.0)
+        offset = np.where(flat, 0, nudged).astype(np.int64)
+        sf = np.where(flat, np.float32(1), scale.astype(np.float32))
+        inv = (1.0 / sf.astype(np.float64)).astype(np.float32)
+        qmin, qmax = -128, 127
+    else:
+        rng = np.abs(x).max(axis=1, initial=np.float32(0))
+        flat = rng == 0
+        safe = np.where(flat, np.float32(1), rng)
+        sf = np.where(flat, np.float32(1), safe / np.float32(127)).astype(np.float32)
+        inv = (np.float32(127) / safe).astype(np.float32)
+        offset = np.zeros(m, np.int64)
+        qmin, qmax = -127, 127
+    prod = (x * inv[:, None]).astype(np.float32)
+    r = np.empty(prod.shape, np.float32)
+    r[:, :n_vec] = neon_round(prod[:, :n_vec])
+    r[:, n_vec:] = round_half_away32(prod[:, n_vec:])
+    q = np.clip(r.astype(np.int64) + offset[:, None], qmin, qmax)
+    q[flat] = 0
+    return q, sf, offset
+
+
 def channel_shape(rank: int, axis: int, n: int) -> tuple[int, ...]:
     """The shape that broadcasts n per-channel values along `axis` of a rank-`rank` array."""
     shape = [1] * rank
@@ -205,3 +253,11 @@ def same_type_qparams(ctx, types: tuple[str, ...], what: str = "a quantized op",
     if symmetric16 and dt == np.int16 and (zi != 0 or zo != 0):
         raise ctx.fail(f"int16 input and output need zero point 0, have {zi} and {zo}")
     return dt, np.float32(qi.scale[0]), zi, np.float32(qo.scale[0]), zo
+
+
+def is_hybrid(ctx) -> bool:
+    """A float32 input with int8 weights (input 1) that carry quantization: LiteRT's hybrid (dynamic-range)
+    form of FULLY_CONNECTED, BATCH_MATMUL and the convolutions, which their float kernels branch to."""
+    x_t, w_t = ctx.input_tensor(0), ctx.input_tensor(1)
+    return (x_t is not None and w_t is not None and x_t.dtype == np.float32 and w_t.type_name == "INT8"
+            and qparams(w_t) is not None)

@@ -17,8 +17,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of, clip_ufunc as _clip
 from onert_py.backends.cpu._conv_plan import ConvPlan, DepthwisePlan
-from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantized_multiplier,
-                                          multiply_by_quantized_multiplier_half_up,
+from onert_py.backends.cpu._quant import (is_hybrid, activation_range, hybrid_quantize_rows,
+                                          multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
                                           multiply_by_quantized_multiplier_int64, qparams, quantize_multiplier,
                                           quantize_multipliers, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
@@ -260,6 +260,8 @@ def _conv_widened(ctx: KernelContext, w_mat: np.ndarray, filt: tuple[int, ...], 
 def conv_2d(ctx: KernelContext) -> Run:
     """input [N, H, W, C], filter [O, KH, KW, C/groups], bias [O]."""
     ctx.expect_inputs(2, 3)
+    if is_hybrid(ctx):
+        return _conv_2d_hybrid(ctx)
     dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     w = _const_filter(ctx, 1, 4)
     cout, kh, kw, cin_f = w.shape
@@ -282,6 +284,124 @@ def conv_2d(ctx: KernelContext) -> Run:
     return _conv_nd(ctx, 2, w_mat, (kh, kw), groups, strides, dils, _bias(ctx, 2, cout))
 
 
+# --------------------------------------------------------------------- hybrid (dynamic-range) CONV_2D
+
+_HYBRID_CLAMPS = {0: (-np.inf, np.inf), RELU: (0.0, np.inf), RELU_N1_TO_1: (-1.0, 1.0), RELU6: (0.0, 6.0)}
+
+
+def _window_geometry(ctx: KernelContext, filt, cin: int, strides, dils) -> Callable:
+    """The cached per-input-shape geometry of a 2-D (quantized or hybrid) convolution over a rank-4
+    input, planned now for a static shape."""
+    padding = padding_code(ctx)
+    x_t = ctx.input_tensor(0)
+    if len(x_t.shape) != 4:
+        raise ctx.fail(f"input must have rank 4, has shape {list(x_t.shape)}")
+    get_geometry = _cached(lambda shape: _checked_geometry(shape[1:-1], shape[-1], cin, filt, strides,
+                                                           dils, padding))
+    _plan_static(ctx, get_geometry)
+    return get_geometry
+
+
+def _hybrid_common(ctx: KernelContext, cout: int):
+    """The checks of a hybrid convolution's prepare: float32 output, a constant float32 bias of cout values
+    (LiteRT requires one: its kernels read it unconditionally), a fused clamp; returns (bias, (lo, hi),
+    the filter's scales as float32)."""
+    op = ctx.op.opcode
+    out, w_t = ctx.output_tensor(0), ctx.input_tensor(1)
+    if out.dtype != _F32:
+        raise ctx.fail(f"a hybrid {op} (float32 input, int8 filter) has a float32 output, not {out.type_name}")
+    if not ctx.has_input(2):
+        raise ctx.fail(f"a hybrid {op} needs a bias (LiteRT requires one)")
+    b_t = ctx.input_tensor(2)
+    if b_t.dtype != _F32:
+        raise ctx.fail(f"the bias of a hybrid {op} must be float32, not {b_t.type_name}")
+    bias = _bias(ctx, 2, cout).astype(np.float32)
+    code = ctx.options.get("fused_activation_function", 0)
+    if code not in _HYBRID_CLAMPS:
+        raise ctx.fail(f"a hybrid {op} supports the fused activations NONE, RELU, RELU_N1_TO_1 and RELU6, "
+                       f"not {code}")
+    lo, hi = (np.float32(b) for b in _HYBRID_CLAMPS[code])
+    return bias, (lo, hi), qparams(w_t).scale.astype(np.float32)
+
+
+def _hybrid_channel_scales(ctx: KernelContext, scales: np.ndarray, cout: int, axis: int) -> None:
+    qw = qparams(ctx.input_tensor(1))
+    if qw.axis != axis or scales.size != cout:
+        raise ctx.fail(f"per-channel hybrid filter scales must be one per output channel along dimension "
+                       f"{axis}: have {scales.size} along dimension {qw.axis}")
+
+
+def _hybrid_window_run(ctx: KernelContext, filt: tuple[int, int], cin: int, cout: int, strides, dils,
+                       asymmetric: bool, scales: np.ndarray, bias: np.ndarray, clamp,
+                       compute: Callable[[np.ndarray, int], np.ndarray], split: int | None = None) -> Run:
+    """Run closure of a hybrid convolution as LiteRT's optimized hybrid kernels: each batch image quantized
+    whole (hybrid_quantize_rows), compute(window view [N, OH, OW, KH, KW, C] of q - zero point,
+    zero-padded (LiteRT pads with the zero point and subtracts zero point * filter sum, or skips the
+    padding: the same sums), M) the exact sums [M, O], then in float32 y = float32(acc) * float32(image
+    scale * filter scale) + bias (split None: CONV_2D), or for DEPTHWISE_CONV_2D (float32(acc) * filter
+    scale) * image scale on the first `split` channels (its 4-wide SIMD loop) and (float32(acc) * image
+    scale) * filter scale on the rest; clamped."""
+    get_geometry = _window_geometry(ctx, filt, cin, strides, dils)
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    lo, hi = clamp
+
+    def run() -> None:
+        x = v[x_i]
+        out, pads = get_geometry(x.shape)
+        n = x.shape[0]
+        shape = (n,) + out + (cout,)
+        m = n * out[0] * out[1]
+        if m == 0:
+            v[o] = np.zeros(shape, np.float32)
+            return
+        q, sf, offset = hybrid_quantize_rows(x.reshape(n, -1), asymmetric)
+        shifted = (q - offset[:, None]).astype(np.float64).reshape(x.shape)
+        win = window_view(pad_spatial(shifted, pads), filt, strides, dils, out)
+        acc = wrap_int32(compute(win, m).astype(np.int64)).astype(np.float32).reshape(n, -1, cout)
+        s = sf[:, None, None]                                              # float32 [N, 1, 1]
+        if split is None:
+            y = acc * (s * scales) + bias
+        else:
+            y = np.empty_like(acc)
+            y[..., :split] = acc[..., :split] * scales[:split] * s
+            y[..., split:] = acc[..., split:] * s * scales[split:]
+            y += bias
+        np.minimum(y, hi, out=y)
+        np.maximum(y, lo, out=y)
+        v[o] = y.reshape(shape)
+    return run
+
+
+def _conv_2d_hybrid(ctx: KernelContext) -> Run:
+    """CONV_2D with float32 input and output, an int8 filter (per tensor or per output channel) and a float32
+    bias, as LiteRT's hybrid kernels (HybridConv, HybridConvPerChannel; _hybrid_window_run). The filter's
+    zero point is not read; filters with differing per-channel scales quantize the input asymmetrically,
+    the others symmetrically (Conv2DOptions has no asymmetric_quantize_inputs). Grouped ones are refused."""
+    w = _const_filter(ctx, 1, 4)
+    cout, kh, kw, cin_f = w.shape
+    cin = ctx.input_tensor(0).shape[-1]
+    if cin_f == 0 or cin != cin_f:
+        raise ctx.fail(f"a hybrid CONV_2D needs the filter's input channels ({cin_f}) to equal the input's "
+                       f"({cin}): grouped hybrid convolution is not supported")
+    strides, dils = _strides_dilations(ctx)
+    bias, clamp, scales = _hybrid_common(ctx, cout)
+    # LiteRT runs per channel when the filter's scales differ (asymmetric input), else per tensor with
+    # the first scale (symmetric input)
+    per_channel = bool(scales.size > 1 and np.any(scales != scales[0]))
+    if per_channel:
+        _hybrid_channel_scales(ctx, scales, cout, 0)
+    else:
+        scales = scales[:1]
+    k = kh * kw * cin_f
+    w_mat = np.ascontiguousarray(w.reshape(cout, k).T, dtype=np.float64)
+
+    def im2col(win: np.ndarray, m: int) -> np.ndarray:
+        return np.matmul(win.reshape(m, k), w_mat)
+    return _hybrid_window_run(ctx, (kh, kw), cin, cout, strides, dils, per_channel, scales, bias, clamp,
+                              im2col)
+
+
 # ------------------------------------------------------------------------------ quantized convolutions
 #
 # LiteRT's integer convolutions (conv.cc, depthwise_conv.cc): acc = sum (x - zp_in) * (w - zp_w) over
@@ -293,14 +413,6 @@ def conv_2d(ctx: KernelContext) -> Run:
 
 _EXACT_F32 = 1 << 24
 _TYPE_INT32, _TYPE_INT64 = 2, 4                   # schema TensorType codes (Conv2DOptions.quantized_bias_type)
-
-
-
-
-
-
-
-
 
 
 class _QuantConv:
@@ -360,8 +472,8 @@ class _QuantConv:
             raise ctx.fail(f"fused activation {code} is not supported on a quantized {op}")
         self.lo, self.hi = activation_range(code, s_out, zp_out, qo.qmin, qo.qmax)
         self.zp_out, self.dtype, self.wide = zp_out, out_t.dtype, kind == "INT16"
-        # The first `half_up` output channels are rescaled rounding halves up (_quant.multiply_by_quantized_multiplier_half_up), as
-        # LiteRT's optimized kernels do; the kernel sets it.
+        # The first `half_up` output channels are rescaled rounding halves up, as LiteRT's optimized kernels
+        # do (_quant.multiply_by_quantized_multiplier_half_up); the kernel sets it.
         self.half_up = 0
         if kind == "INT16" and self.bias_type == np.int32:
             self.wide = False                      # the int32-bias 16x8 kernel rescales int32 sums
@@ -454,13 +566,7 @@ def _quantized_window_run(ctx: KernelContext, q: _QuantConv, filt: tuple[int, in
                           strides, dils, compute: Callable[[np.ndarray, int], np.ndarray]) -> Run:
     """Run closure of a quantized convolution: compute(window view [N, OH, OW, KH, KW, C] of x - zp_in
     (zero-padded), M = N*OH*OW) gives the exact sums [M, O]; q.output rescales them."""
-    padding = padding_code(ctx)
-    x_t = ctx.input_tensor(0)
-    if len(x_t.shape) != 4:
-        raise ctx.fail(f"input must have rank 4, has shape {list(x_t.shape)}")
-    get_geometry = _cached(lambda shape: _checked_geometry(shape[1:-1], shape[-1], cin, filt, strides,
-                                                           dils, padding))
-    _plan_static(ctx, get_geometry)
+    get_geometry = _window_geometry(ctx, filt, cin, strides, dils)
     x_i, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
 
@@ -564,6 +670,8 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     loop sums the taps without temporaries (see _conv_plan.DepthwisePlan).
     """
     ctx.expect_inputs(2, 3)
+    if is_hybrid(ctx):
+        return _depthwise_conv_2d_hybrid(ctx)
     dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     w = _const_filter(ctx, 1, 4)
     one, kh, kw, cout = w.shape
@@ -607,6 +715,37 @@ def _depthwise_widened(ctx: KernelContext, taps: np.ndarray, mult: int, strides:
             win = np.repeat(win, mult, axis=-1)     # output channel c*M + m reads input channel c
         return np.einsum("nhwijc,ijc->nhwc", win, taps)
     return _widened_run(ctx, (kh, kw), cout // mult, strides, dils, padding, bias, act, taps_einsum)
+
+
+def _depthwise_conv_2d_hybrid(ctx: KernelContext) -> Run:
+    """DEPTHWISE_CONV_2D with float32 input and output, an int8 filter quantized per output channel and a
+    float32 bias, as LiteRT's optimized EvalHybridPerChannel: each batch image quantized asymmetrically
+    (_hybrid_window_run). LiteRT reads one scale per output channel whatever the quantization (past the
+    end of a single per-tensor scale), and the depth multiplier from the option: other forms are refused."""
+    w = _const_filter(ctx, 1, 4)
+    one, kh, kw, cout = w.shape
+    x_t = ctx.input_tensor(0)
+    if one != 1:
+        raise ctx.fail(f"filter must have shape [1, KH, KW, C*M], has {list(w.shape)}")
+    if len(x_t.shape) != 4:
+        raise ctx.fail(f"input must have rank 4, has shape {list(x_t.shape)}")
+    cin = x_t.shape[-1]
+    if cin <= 0 or cout % cin:
+        raise ctx.fail(f"filter channels {cout} are not a multiple of the input channels {cin}")
+    mult = cout // cin
+    if ctx.options.get("depth_multiplier", 0) != mult:
+        raise ctx.fail(f"a hybrid DEPTHWISE_CONV_2D needs depth_multiplier {mult} (filter channels / input "
+                       f"channels), has {ctx.options.get('depth_multiplier', 0)}")
+    strides, dils = _strides_dilations(ctx)
+    bias, clamp, scales = _hybrid_common(ctx, cout)
+    if cout > 1:
+        _hybrid_channel_scales(ctx, scales, cout, 3)
+    taps = w.reshape(kh, kw, cin, mult).astype(np.float64)   # output channel c*M + m reads channel c
+
+    def einsum(win: np.ndarray, m: int) -> np.ndarray:
+        return np.einsum("nhwijc,ijcm->nhwcm", win, taps).reshape(m, cout)
+    return _hybrid_window_run(ctx, (kh, kw), cin, cout, strides, dils, True, scales, bias, clamp, einsum,
+                              split=cout // 4 * 4)
 
 
 @CPU.register_quantized("DEPTHWISE_CONV_2D", dtypes=("int8", "uint8", "int16"))

@@ -294,7 +294,9 @@ def _q_add_sub(ctx: KernelContext, subtract: bool) -> Run:
 # The vector body rescales with vqrdmulh (halves rounded up) and gemmlowp's RoundingDivideByPOT (halves
 # away from zero: the SSE build takes gemmlowp's generic form), narrows int32 to int16 (ADD: vmovn,
 # wrapping; MUL: vqmovn, saturating), adds the output zero point in int16 (wrapping) and saturates to
-# the 8-bit type. Both forms are computed for every element and selected by position.
+# the 8-bit type. Shapes that broadcast run the same bodies along the inner runs of LiteRT's fivefold
+# loops (BinaryBroadcastFiveFold), or the reference formula throughout (generic broadcast): the forms are
+# computed for every element and selected by position (_q_body_modes).
 
 def _broadcasts(s1: tuple, s2: tuple) -> bool:
     """Whether two shapes really broadcast: equal element counts that differ only by leading 1s
@@ -303,25 +305,66 @@ def _broadcasts(s1: tuple, s2: tuple) -> bool:
     return (1,) * (rank - len(s1)) + tuple(s1) != (1,) * (rank - len(s2)) + tuple(s2)
 
 
-def _not_elementwise(name: str, dt: np.dtype, s1: tuple, s2: tuple) -> str:
-    return (f"quantized {type_name(dt)} {name} with broadcasting input shapes {list(s1)} and {list(s2)} is not "
-            "supported (LiteRT's optimized broadcast path is not reproduced)")
+def _fivefold(s1: tuple, s2: tuple):
+    """LiteRT's ProcessBroadcastShapes on two broadcasting shapes: None for its generic category (no
+    fivefold split), else [y0, y1, y2, y3, y4]; the output is y0 * y1 * y2 * y3 * y4 elements in that
+    order, y4 the common innermost run and y3 the run a single element of one input is broadcast over."""
+    rank = max(len(s1), len(s2))
+    e1 = (1,) * (rank - len(s1)) + tuple(s1)
+    e2 = (1,) * (rank - len(s2)) + tuple(s2)
+    for i in range(rank - 1, -1, -1):
+        if e1[i] == e2[i]:
+            continue
+        if e1[i] == 1:
+            a, b = e1, e2
+        elif e2[i] == 1:
+            a, b = e2, e1
+        else:
+            return None
+        break
+    y = [1] * 5
+    i = rank - 1
+    for k, test in ((4, lambda i: a[i] == b[i]), (3, lambda i: a[i] == 1), (2, lambda i: a[i] == b[i]),
+                    (1, lambda i: b[i] == 1), (0, lambda i: a[i] == b[i])):
+        while i >= 0 and test(i):
+            y[k] *= b[i] if k in (4, 3, 0) else a[i]
+            i -= 1
+    return None if i >= 0 else y
 
 
-def _q_block_count(ctx: KernelContext, dt: np.dtype) -> int:
-    """The vector block length (16 for int8, 8 for uint8) after checking the inputs are elementwise:
-    LiteRT's broadcasting 8-bit paths (BinaryBroadcastFiveFold) are not reproduced, so shapes that
-    broadcast are refused (at prepare when static, else by the run: see _check_elementwise)."""
-    t1, t2 = ctx.input_tensor(0), ctx.input_tensor(1)
-    if not (t1.is_dynamic or t2.is_dynamic) and _broadcasts(t1.shape, t2.shape):
-        raise ctx.fail(_not_elementwise(ctx.op.opcode, dt, t1.shape, t2.shape))
-    return 16 if dt == np.int8 else 8
+def _q_body_modes(s1: tuple, s2: tuple, block: int, scalar_block: int) -> np.ndarray:
+    """Which code computes each output element (row-major, output shape) in LiteRT's optimized 8-bit
+    ADD / MUL: 1 the elementwise vector body (blocks of `block` counted along each call's run: the whole
+    tensor when the shapes do not broadcast, the inner run y4 of the fivefold loops when y4 > 1), 2 the
+    scalar-broadcast vector body (blocks of `scalar_block` along the run y3 when y4 == 1), 0 the
+    reference formula (tails of those runs, and every element of the generic broadcast)."""
+    out = np.broadcast_shapes(tuple(s1), tuple(s2))
+    n = int(np.prod(out, dtype=_I64))
+    if not _broadcasts(s1, s2):
+        run, body, mode = n, block, 1
+    else:
+        y = _fivefold(s1, s2)
+        if y is None:
+            return np.zeros(out, np.uint8)
+        run, body, mode = (y[4], block, 1) if y[4] > 1 else (y[3], scalar_block, 2)
+    j = np.arange(n) % max(run, 1)
+    return np.where(j < run - run % body, mode, 0).astype(np.uint8).reshape(out)
 
 
-def _check_elementwise(name: str, dt: np.dtype, x: np.ndarray, y: np.ndarray) -> None:
-    """At run time (resized or dynamic inputs): the shapes must not broadcast (see _q_block_count)."""
-    if x.shape != y.shape and _broadcasts(x.shape, y.shape):
-        raise ValueError(_not_elementwise(name, dt, x.shape, y.shape))
+class _Modes:
+    """_q_body_modes cached by input shapes (static shapes compute it once)."""
+
+    def __init__(self, block: int, scalar_block: int):
+        self.block, self.scalar_block, self.cache = block, scalar_block, {}
+
+    def __call__(self, s1: tuple, s2: tuple) -> np.ndarray:
+        key = (tuple(s1), tuple(s2))
+        m = self.cache.get(key)
+        if m is None:
+            if len(self.cache) > 16:
+                self.cache.clear()
+            m = self.cache[key] = _q_body_modes(*key, self.block, self.scalar_block)
+        return m
 
 
 def _vqrdmulh(x, multiplier: int):
@@ -334,21 +377,16 @@ def _wrap16(x):
     return ((x + (1 << 15)) & 0xFFFF) - (1 << 15)
 
 
-def _in_blocks(shape: tuple, block: int) -> np.ndarray:
-    """True for the elements (in row-major order) the vector body computes: all but the last
-    size % block."""
-    n = int(np.prod(shape, dtype=_I64))
-    return (np.arange(n) < n - n % block).reshape(shape)
-
-
 def _q_add8(ctx: KernelContext, dt, in1, in2, out, lo: int, hi: int) -> Run:
-    """int8 / uint8 ADD as LiteRT's optimized AddElementwise: the block body shifts each offset input
-    left (int8: by 20 plus its multiplier's non-positive exponent, then vqrdmulh; uint8: by 20, vqrdmulh,
-    then an arithmetic right shift by the exponent, truncating toward minus infinity), sums, rescales
-    with vqrdmulh and a rounding divide, wraps to int16, adds the output zero point in int16 (wrapping),
-    and saturates to the type; the tail is the reference formula."""
+    """int8 / uint8 ADD as LiteRT's optimized kernels (BroadcastAddDispatch when the shapes broadcast),
+    each element computed by the code _q_body_modes assigns it. The elementwise body shifts each offset
+    input left (int8: by 20 plus its multiplier's non-positive exponent, then vqrdmulh; uint8: by 20,
+    vqrdmulh, then an arithmetic right shift by the exponent, truncating toward minus infinity), sums,
+    rescales with vqrdmulh and a rounding divide, wraps to int16, adds the output zero point in int16
+    (wrapping), and saturates to the type; the scalar-broadcast body (AddScalarBroadcast, 8 elements
+    for both types) is the same with the uint8 input scaling; the rest is the reference formula."""
     (z1, m1, sh1), (z2, m2, sh2), (zo, mo, sho) = in1, in2, out
-    block = _q_block_count(ctx, dt)
+    modes = _Modes(16 if dt == np.int8 else 8, 8)
     info = np.iinfo(dt)
     a, b = ctx.inputs
     (o,) = ctx.outputs
@@ -356,24 +394,29 @@ def _q_add8(ctx: KernelContext, dt, in1, in2, out, lo: int, hi: int) -> Run:
     mbqm = multiply_by_quantized_multiplier
     left = 20
 
-    def scaled(x, m, sh):
-        if dt == np.int8:
+    def scaled(x, m, sh, shift_first: bool):
+        if shift_first:
             s = left + sh
             x = wrap_int32(x << s) if s >= 0 else x >> -s
             return _vqrdmulh(x, m)
         return _vqrdmulh(x << left, m) >> -sh
 
-    name = ctx.op.opcode
+    def body(x, y, shift_first: bool):
+        s = wrap_int32(scaled(x, m1, sh1, shift_first) + scaled(y, m2, sh2, shift_first))
+        s = rounding_divide_by_pot(_vqrdmulh(s, mo), -sho)
+        return np.clip(_wrap16(_wrap16(s) + zo), info.min, info.max)
 
     def run() -> None:
-        _check_elementwise(name, dt, np.asarray(v[a]), np.asarray(v[b]))
-        x = v[a].astype(_I64) - z1
-        y = v[b].astype(_I64) - z2
-        ref = mbqm(mbqm(x << left, m1, sh1) + mbqm(y << left, m2, sh2), mo, sho) + zo
-        s = wrap_int32(scaled(x, m1, sh1) + scaled(y, m2, sh2))
-        s = rounding_divide_by_pot(_vqrdmulh(s, mo), -sho)
-        s = np.clip(_wrap16(_wrap16(s) + zo), info.min, info.max)
-        r = np.where(_in_blocks(np.shape(ref), block), s, ref)
+        x = np.asarray(v[a]).astype(_I64) - z1
+        y = np.asarray(v[b]).astype(_I64) - z2
+        mode = modes(x.shape, y.shape)
+        r = mbqm(mbqm(x << left, m1, sh1) + mbqm(y << left, m2, sh2), mo, sho) + zo
+        if dt == np.uint8 and mode.any():     # the two bodies scale alike
+            r = np.where(mode != 0, body(x, y, False), r)
+        elif mode.any():
+            r = np.where(mode == 1, body(x, y, True), r)
+            if (mode == 2).any():
+                r = np.where(mode == 2, body(x, y, False), r)
         v[o] = np.clip(r, lo, hi).astype(dt)
     return run
 
@@ -408,8 +451,7 @@ def add(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.add)
 
 
-# int8 / uint8: LiteRT's optimized elementwise body on blocks of 16 / 8 elements (_q_add8); broadcasting
-# 8-bit shapes are refused.
+# int8 / uint8: LiteRT's optimized kernels, elementwise and broadcasting (_q_add8).
 @CPU.register_quantized("ADD", dtypes=("int8", "uint8", "int16"))
 def add_quantized(ctx: KernelContext) -> Run:
     return _q_add_sub(ctx, subtract=False)
@@ -442,8 +484,8 @@ def mul(ctx: KernelContext) -> Run:
     return _arithmetic(ctx, operator.mul)
 
 
-# int8 / uint8: LiteRT's optimized elementwise body on blocks of 16 / 8 elements, as ADD (_q_mul8);
-# broadcasting 8-bit shapes are refused. int16 is always LiteRT's reference kernel.
+# int8 / uint8: LiteRT's optimized kernels, elementwise and broadcasting, as ADD (_q_mul8). int16 is
+# always LiteRT's reference kernel.
 @CPU.register_quantized("MUL", dtypes=("int8", "uint8", "int16"))
 def mul_quantized(ctx: KernelContext) -> Run:
     """Quantized MUL: (a - za) * (b - zb) rescaled by scale_a * scale_b / scale_out (computed in float32,
@@ -474,26 +516,31 @@ def mul_quantized(ctx: KernelContext) -> Run:
 
 
 def _q_mul8(ctx: KernelContext, dt, z1: int, z2: int, zo: int, m: int, sh: int, lo: int, hi: int) -> Run:
-    """int8 / uint8 MUL as LiteRT's optimized MulElementwise: in the block body the product of the offset
-    inputs is shifted left (wrapping int32) by the exponent's positive part, rescaled by vqrdmulh and a
-    rounding divide by the negative part, saturated to int16, offset by the output zero point in int16
-    (wrapping) and saturated to the type; the tail is the reference formula."""
-    block = _q_block_count(ctx, dt)
+    """int8 / uint8 MUL as LiteRT's optimized kernels (BroadcastMulDispatch when the shapes broadcast),
+    each element computed by the code _q_body_modes assigns it (blocks of 16 for int8, 8 for uint8, in
+    both bodies). The vector body shifts the product of the offset inputs left (wrapping int32) by the
+    exponent's positive part, rescales it by vqrdmulh and a rounding divide by the negative part,
+    narrows it to int16 (saturating, but wrapping in uint8's MulSimpleBroadcast), adds the output zero
+    point in int16 (wrapping) and saturates to the type; the rest is the reference formula."""
+    block = 16 if dt == np.int8 else 8
+    modes = _Modes(block, block)
     info = np.iinfo(dt)
     a, b = ctx.inputs
     (o,) = ctx.outputs
     v = ctx.values
     left, right = max(sh, 0), max(-sh, 0)
 
-    name = ctx.op.opcode
-
     def run() -> None:
-        _check_elementwise(name, dt, np.asarray(v[a]), np.asarray(v[b]))
-        prod = (v[a].astype(_I64) - z1) * (v[b].astype(_I64) - z2)
-        ref = _mbqm_wrapping(prod, m, sh) + zo
-        p = rounding_divide_by_pot(_vqrdmulh(wrap_int32(prod << left), m), right)
-        p = np.clip(_wrap16(np.clip(p, -(1 << 15), (1 << 15) - 1) + zo), info.min, info.max)
-        r = np.where(_in_blocks(np.shape(ref), block), p, ref)
+        prod = (np.asarray(v[a]).astype(_I64) - z1) * (np.asarray(v[b]).astype(_I64) - z2)
+        mode = modes(np.shape(v[a]), np.shape(v[b]))
+        r = _mbqm_wrapping(prod, m, sh) + zo
+        if mode.any():
+            p = rounding_divide_by_pot(_vqrdmulh(wrap_int32(prod << left), m), right)
+            sat = np.clip(p, -(1 << 15), (1 << 15) - 1)
+            if dt == np.uint8:
+                sat = np.where(mode == 2, p, sat)     # vmovn: _wrap16 below wraps it
+            p = np.clip(_wrap16(_wrap16(sat) + zo), info.min, info.max)
+            r = np.where(mode != 0, p, r)
         v[o] = np.clip(r, lo, hi).astype(dt)
     return run
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
-from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantized_multiplier,
-                                          multiply_by_quantized_multiplier_half_up,
+from onert_py.backends.cpu._quant import (is_hybrid, activation_range, hybrid_quantize_rows,
+                                          multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
                                           multiply_by_quantized_multiplier_int64, qparams, quantize_multiplier,
-                                          quantize_multipliers, round_half_away32, wrap_int32)
+                                          quantize_multipliers, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
@@ -22,7 +22,7 @@ _F32 = np.dtype(np.float32)
 def fully_connected(ctx: KernelContext) -> Run:
     """out = act(reshape(x, [-1, in]) @ W.T + b); keep_num_dims keeps x's leading dims."""
     ctx.expect_inputs(2, 3)
-    if _is_hybrid(ctx):
+    if is_hybrid(ctx):
         return _fully_connected_hybrid(ctx)
     dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     if ctx.options.get("weights_format", 0) != 0:
@@ -186,64 +186,10 @@ def _fully_connected_widened(ctx: KernelContext, w: np.ndarray, b: np.ndarray | 
 
 # ---------------------------------------------------------------- hybrid (dynamic-range) FULLY_CONNECTED
 
-def _is_hybrid(ctx: KernelContext) -> bool:
-    """A float32 input with int8 weights that carry quantization: LiteRT's hybrid (dynamic-range) op."""
-    x_t, w_t = ctx.input_tensor(0), ctx.input_tensor(1)
-    return (x_t is not None and w_t is not None and x_t.dtype == _F32 and w_t.type_name == "INT8"
-            and qparams(w_t) is not None)
-
-
-def _neon_round(x: np.ndarray) -> np.ndarray:
-    """RoundToNearest of LiteRT's NEON code as x86 runs it (NEON_2_SSE, no vcvtaq): truncate x +- 0.5
-    computed in float32 (so 0.49999997 becomes 1, unlike std::round)."""
-    half = np.where(x < 0, np.float32(-0.5), np.float32(0.5))
-    return np.trunc((x + half).astype(np.float32))
-
-
-def _hybrid_quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """LiteRT's BatchQuantizeFloats on float32 rows [m, d] as its x86 build runs it (the NEON kernels
-    through NEON_2_SSE): (int8 values as int64 [m, d], float32 scaling factors [m], int64 offsets [m]).
-
-    Symmetric: scale = max|x| / 127 in float32, q = round(x * (127 / max|x|)) clamped to +-127, offset 0.
-    Asymmetric: min and max capped at 0, scale = double(float(max - min)) / 255, the nudged zero point
-    of the smaller error, q = round(x * float(1 / scale)) + zero point clamped to [-128, 127].
-    An all-zero row gives scale 1, zeros. The first floor(d / 8) * 8 columns take the vector rounding
-    (_neon_round), the rest std::round."""
-    m, d = x.shape
-    n_vec = d // 8 * 8
-    if asymmetric:
-        rmin = np.minimum(np.float32(0), x.min(axis=1, initial=np.float32(0)))
-        rmax = np.maximum(np.float32(0), x.max(axis=1, initial=np.float32(0)))
-        flat = rmin == rmax
-        scale = np.where(flat, 1.0, (rmax - rmin).astype(np.float64) / 255.0)
-        lo, hi = rmin.astype(np.float64) / scale, rmax.astype(np.float64) / scale
-        zp = np.where(128.0 + np.abs(lo) < 127.0 + np.abs(hi), -128.0 - lo, 127.0 - hi)
-        nudged = np.clip(np.trunc(zp) + np.where(np.abs(zp - np.trunc(zp)) >= 0.5, np.sign(zp), 0.0),
-                         -128.0, 127.0)
-        offset = np.where(flat, 0, nudged).astype(np.int64)
-        sf = np.where(flat, np.float32(1), scale.astype(np.float32))
-        inv = (1.0 / sf.astype(np.float64)).astype(np.float32)
-        qmin, qmax = -128, 127
-    else:
-        rng = np.abs(x).max(axis=1, initial=np.float32(0))
-        flat = rng == 0
-        safe = np.where(flat, np.float32(1), rng)
-        sf = np.where(flat, np.float32(1), safe / np.float32(127)).astype(np.float32)
-        inv = (np.float32(127) / safe).astype(np.float32)
-        offset = np.zeros(m, np.int64)
-        qmin, qmax = -127, 127
-    prod = (x * inv[:, None]).astype(np.float32)
-    r = np.empty(prod.shape, np.float32)
-    r[:, :n_vec] = _neon_round(prod[:, :n_vec])
-    r[:, n_vec:] = round_half_away32(prod[:, n_vec:])
-    q = np.clip(r.astype(np.int64) + offset[:, None], qmin, qmax)
-    q[flat] = 0
-    return q, sf, offset
-
 
 def _fully_connected_hybrid(ctx: KernelContext) -> Run:
     """FULLY_CONNECTED with float32 input and output and int8 weights (per tensor or per output unit), as
-    LiteRT's hybrid kernel: each input row is quantized to int8 (_hybrid_quantize_rows, symmetric unless
+    LiteRT's hybrid kernel: each input row is quantized to int8 (hybrid_quantize_rows, symmetric unless
     asymmetric_quantize_inputs), acc = q @ W.T exactly (minus zero point * the weight row's sum when
     asymmetric), then y = bias + float32(acc) * scale in float32, scale = float32(row scale * weight
     scale), and the fused activation in float. The weights' zero point is not read (LiteRT ignores it:
@@ -303,7 +249,7 @@ def _fully_connected_hybrid(ctx: KernelContext) -> Run:
                 raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
             out_shape = (x.size // depth, units)
         wt, row_sums = fixed if fixed is not None else weights(v[w_i])
-        q, sf, offset = _hybrid_quantize_rows(x.reshape(-1, depth), asymmetric)
+        q, sf, offset = hybrid_quantize_rows(x.reshape(-1, depth), asymmetric)
         acc = np.matmul(q.astype(np.float64), wt).astype(np.int64)      # exact: far below 2**53
         if asymmetric:
             acc -= offset[:, None] * row_sums[None, :]
@@ -325,10 +271,6 @@ def _fully_connected_hybrid(ctx: KernelContext) -> Run:
 
 _INT32_MIN = -(1 << 31)
 _TENSOR_TYPE = {0: "FLOAT32", 2: "INT32", 4: "INT64"}   # FullyConnectedOptions.quantized_bias_type
-
-
-
-
 
 
 def _float_rescale(acc: np.ndarray, scale) -> np.ndarray:
@@ -355,8 +297,8 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
     plus the output zero point, clamped to the fused activation's range.
 
     int8 x int8 and uint8 x uint8 (and 16x8 with an int32 bias) run LiteRT's optimized GEMM, whose
-    rescale is ruy's (_quant.multiply_by_quantized_multiplier_half_up); 16x8 with an int64 bias runs its reference kernel, which rescales
-    in double (_float_rescale)."""
+    rescale is ruy's (_quant.multiply_by_quantized_multiplier_half_up); 16x8 with an int64 bias runs its
+    reference kernel, which rescales in double (_float_rescale)."""
     ctx.expect_inputs(2, 3)
     if ctx.options.get("weights_format", 0) != 0:
         raise ctx.fail("only the DEFAULT weights format is supported (shuffled formats are for uint8)")
@@ -498,6 +440,8 @@ def batch_matmul(ctx: KernelContext) -> Run:
     """out[..., m, n] = sum_k lhs[..., m, k] * rhs[..., k, n], batch dims broadcast; adj_* transpose
     the last two dims of that side first."""
     ctx.expect_inputs(2)
+    if is_hybrid(ctx):
+        return _batch_matmul_hybrid(ctx)
     dt = check_same_types(ctx, 0, 1)
     # TFLite's schema names the options adj_x/adj_y, Circle's adjoint_lhs/adjoint_rhs.
     opts = ctx.options
@@ -537,6 +481,93 @@ def batch_matmul(ctx: KernelContext) -> Run:
             b = np.swapaxes(b, -1, -2)
         v[o] = np.matmul(a, b)
     return run_dynamic
+
+
+def _hybrid_batch_dims(lhs: tuple, rhs: tuple, adj_x: bool) -> tuple[list[int], list[int]]:
+    """The three batch dims of each operand as LiteRT's Eval sees them: rhs [..., 1, X, Y] with lhs of
+    rank > 2 (and no adj_x) folds lhs [..., Q, R, S] into [..., Q * R, S], then both extend to rank 5."""
+    if not adj_x and len(rhs) > 2 and len(lhs) > 2 and rhs[-3] == 1:
+        lb, rb = list(lhs[:-3]), list(rhs[:-3])
+    else:
+        lb, rb = list(lhs[:-2]), list(rhs[:-2])
+    return [1] * (3 - len(lb)) + lb, [1] * (3 - len(rb)) + rb
+
+
+def _hybrid_batch_problem(lhs: tuple, rhs: tuple, adj_x: bool, asymmetric: bool) -> str | None:
+    """LiteRT's hybrid BatchMatMul steps its per-row scales (and offsets) by rows * b_i for each batch
+    index separately, not by the flat batch index, and its weight row sums likewise (computing none for
+    the outermost of three batch dims): correct only with at most one lhs batch dim above 1 (and, when
+    the row sums are read, one rhs batch dim, not the first of three). Other shapes are refused."""
+    lb, rb = _hybrid_batch_dims(lhs, rhs, adj_x)
+    if sum(d > 1 for d in lb) > 1:
+        return (f"LiteRT's hybrid BATCH_MATMUL indexes the lhs rows' scales wrongly when more than one lhs "
+                f"batch dim exceeds 1 (lhs {list(lhs)}, rhs {list(rhs)})")
+    if asymmetric and (sum(d > 1 for d in rb) > 1 or rb[0] > 1):
+        return (f"LiteRT's asymmetric hybrid BATCH_MATMUL reads wrong weight row sums when more than one "
+                f"rhs batch dim exceeds 1, or the first of three does (lhs {list(lhs)}, rhs {list(rhs)})")
+    return None
+
+
+def _batch_matmul_hybrid(ctx: KernelContext) -> Run:
+    """BATCH_MATMUL with a float32 lhs and a constant int8 rhs (per tensor, or per output column), as
+    LiteRT's reference hybrid kernel: each lhs row (over the contraction dim) is quantized to int8
+    (hybrid_quantize_rows, symmetric unless asymmetric_quantize_inputs), acc = q @ W exactly (int32);
+    asymmetric inputs subtract float32(row offset * the weight column's sum) from float32(acc) in float32;
+    y = float32(row scale * weight scale) * that, in float32 (then + 0.0f: LiteRT accumulates into a zeroed
+    output). The rhs zero point is not read (LiteRT ignores it)."""
+    opts = ctx.options
+    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
+    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
+    asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
+    lt, rt, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.output_tensor(0)
+    if out.dtype != _F32:
+        raise ctx.fail(f"a hybrid BATCH_MATMUL (float32 lhs, int8 rhs) has a float32 output, not "
+                       f"{out.type_name}")
+    _check_batch_matmul_shapes(ctx, lt, rt, adj_x, adj_y)
+    w = ctx.const(1)
+    if w is None:
+        raise ctx.fail("a hybrid BATCH_MATMUL needs a constant int8 rhs (LiteRT computes its sums once)")
+    rank = w.ndim
+    wk = np.swapaxes(w, -1, -2) if adj_y else w            # [..., K, N]
+    units = wk.shape[-1]
+    qw = qparams(rt)
+    n_axis = rank - 2 if adj_y else rank - 1
+    if qw.per_channel and (qw.axis != n_axis or qw.scale.size != units):
+        raise ctx.fail(f"per-channel hybrid rhs needs one scale per output column along dimension {n_axis}: "
+                       f"have {qw.scale.size} scales along dimension {qw.axis} of shape {list(w.shape)}")
+    if not lt.is_dynamic:
+        problem = _hybrid_batch_problem(tuple(lt.shape), tuple(w.shape), adj_x, asymmetric)
+        if problem:
+            raise ctx.fail(problem)
+    w_scale = qw.scale.astype(np.float32)
+    per_channel = w_scale.size > 1
+    w64 = np.ascontiguousarray(wk.astype(np.float64))
+    row_sums = wk.astype(np.int64).sum(axis=-2).astype(np.float32)[..., None, :]     # [..., 1, N]
+    v = ctx.values
+    l_i = ctx.inputs[0]
+    (o,) = ctx.outputs
+
+    def run() -> None:
+        x = v[l_i]
+        if lt.is_dynamic:
+            problem = _hybrid_batch_problem(x.shape, w.shape, adj_x, asymmetric)
+            if problem:
+                raise ValueError(problem)
+        if adj_x:
+            x = np.swapaxes(x, -1, -2)
+        x = np.ascontiguousarray(x)
+        depth = x.shape[-1]
+        q, sf, offset = hybrid_quantize_rows(x.reshape(-1, depth), asymmetric)
+        lead = x.shape[:-1]
+        acc = np.matmul(q.reshape(x.shape).astype(np.float64), w64).astype(np.int64)   # exact
+        f = wrap_int32(acc).astype(np.float32)
+        if asymmetric:
+            f = (f - (row_sums * offset.reshape(lead).astype(np.float32)[..., None]).astype(np.float32))
+        sf = sf.reshape(lead)[..., None]
+        scale = (sf * w_scale).astype(np.float32) if per_channel else (sf * w_scale[0]).astype(np.float32)
+        y = (scale * f).astype(np.float32)
+        v[o] = y + np.float32(0)
+    return run
 
 
 @CPU.register_quantized("BATCH_MATMUL", dtypes=("int8", "int16"))

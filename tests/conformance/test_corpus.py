@@ -50,8 +50,6 @@ def _missing_kernels(name: str) -> list[str]:
 # Known differences from LiteRT in code this suite does not own (kernels, writer): strict xfails, so
 # the mark must be removed when the owner fixes it. Key: (model, format); format None = every format.
 KNOWN_MISMATCHES: dict[tuple[str, str | None], str] = {
-    ("transformer_encoder_int8", None): "int8 ADD/MUL whose input shapes broadcast: LiteRT's optimized 8-bit "
-                                        "broadcast path is not reproduced yet (tests/helpers.py KNOWN_GAPS)",
 }
 
 

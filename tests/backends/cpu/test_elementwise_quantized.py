@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import onert_py
+
 from helpers import fit_quantization, check_builtin, rng, run_litert_builtin, run_onert, single_op_model
 from onert_py.errors import PrepareError, UnsupportedOpError
 
@@ -53,8 +55,8 @@ _SHAPES = [([3, 5, 7], [3, 5, 7]), ([2, 1, 4, 3], [5, 1, 3]), ([1], [4, 9]), ([]
 
 
 def _cases(ops, dts):
-    """(op, dt) pairs without 8-bit ADD and MUL, which do not broadcast (test_8bit_add_mul_broadcast_refused)
-    and are tested on elementwise shapes below (test_add_mul_8bit)."""
+    """(op, dt) pairs without 8-bit ADD and MUL, tested with their own shapes and parameters below
+    (test_add_8bit, test_mul_8bit, test_add_mul_8bit_broadcast)."""
     return [(op, dt) for op in ops for dt in dts if not (op in ("ADD", "MUL") and dt != np.int16)]
 
 
@@ -149,17 +151,6 @@ def test_mul_int16_large_multiplier():
     """int16 products near 2**30 shifted left by a multiplier above 2: C's int32 shift wraps."""
     qs = [(0.5, 0), (0.5, 0), (0.01, 0)]
     _check("MUL", np.int16, ([64], [64]), qs)
-
-
-@pytest.mark.parametrize("op", ["ADD", "MUL"])
-@pytest.mark.parametrize("dt", [np.int8, np.uint8])
-def test_8bit_add_mul_broadcast_refused(op, dt):
-    """LiteRT's broadcasting 8-bit ADD / MUL (BinaryBroadcastFiveFold) is not reproduced: refused."""
-    q = fit_quantization((0.1, 0), dt)
-    for shapes in [([2, 4], [4]), ([1], [4]), ([3, 1], [1, 5])]:
-        mb, xs = _binary(op, dt, shapes, [q] * 3, fused_activation_function=NONE)
-        with pytest.raises(PrepareError, match="broadcasting input shapes"):
-            run_onert(mb, xs)
 
 
 def test_mul_refusals():
@@ -296,3 +287,77 @@ def test_add_8bit_block_and_tail_round_differently(dt):
         tails.append((mb_t, [xs[0][i:i + n], xs[1][i:i + n]], expected[i:i + n]))
     differ = sum(int(np.sum(run_onert(m, x)[0] != e)) for m, x, e in tails[:40])
     assert differ > 0
+
+
+# Broadcasting 8-bit ADD / MUL: LiteRT's fivefold loops run the vector bodies along inner runs (the
+# common innermost dims, or the run one element is broadcast over), the reference formula on each run's
+# tail, and the generic broadcast entirely in the reference formula. Runs below, at and above the block
+# lengths (8 and 16), either input broadcasting, scalars and 1-element tensors, leading 1s.
+_BROADCAST_SHAPES = [
+    ([], [3, 2]), ([1], [4, 9]), ([37], [1]), ([1, 1, 1], [2, 5, 33]),          # scalar broadcast
+    ([2, 4], [4]), ([2, 16, 32], [1, 16, 32]), ([1, 16, 32], [2, 16, 32]),
+    ([1, 1, 1, 40], [2, 3, 5, 40]), ([2, 3, 5, 24], [1, 1, 1, 24]), ([1, 1, 1, 7], [2, 3, 5, 7]),
+    ([2, 1, 6, 17], [2, 5, 1, 17]), ([3, 1, 4, 16], [3, 5, 1, 16]),             # [N,1,W,C] + [N,H,1,C]
+    ([3, 1], [1, 5]), ([3, 1], [3, 19]), ([4, 20, 1], [4, 1, 1]), ([2, 1, 3, 1], [2, 21, 3, 1]),
+    ([5, 1, 16, 1], [5, 2, 16, 9]), ([1, 3, 1, 5], [2, 3, 4, 5]),
+    ([2, 1, 3, 1, 4], [1, 2, 3, 2, 4]), ([2, 1, 2, 1, 2, 9], [1, 2, 1, 2, 1, 9]),  # generic broadcast
+    ([3, 1, 2], [3, 40, 1]), ([1, 1, 130], [4, 2, 130]),
+]
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("k", range(5))
+def test_add_mul_8bit_broadcast(op, dt, k):
+    params = (_ADD8_PARAMS if op == "ADD" else _MUL8_PARAMS)
+    qs = [fit_quantization(q, dt) for q in params[(3 * k) % len(params)]]
+    for j, shapes in enumerate(_BROADCAST_SHAPES):
+        _check(op, dt, shapes, qs, seed=400 + 50 * k + j, fused_activation_function=NONE)
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("k", range(len(_ADD8_PARAMS)))
+def test_add_mul_8bit_broadcast_params(op, dt, k):
+    """Every parameter set on the scalar-broadcast and inner-run forms."""
+    params = (_ADD8_PARAMS if op == "ADD" else _MUL8_PARAMS)
+    qs = [fit_quantization(q, dt) for q in params[k % len(params)]]
+    for j, shapes in enumerate([([1], [3, 67]), ([4, 67], [1, 1]), ([2, 1, 48], [2, 5, 48]),
+                                ([6, 1], [6, 41])]):
+        _check(op, dt, shapes, qs, seed=700 + 10 * k + j, fused_activation_function=NONE)
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_add_mul_8bit_broadcast_activations(op, dt, act):
+    ps = ((0.02, -5), (0.03, 9), (0.015, -100)) if op == "ADD" else ((0.02, -5), (0.03, 9), (0.0015, -100))
+    qs = [fit_quantization(q, dt) for q in ps]
+    for j, shapes in enumerate([([2, 16, 32], [1, 16, 32]), ([1], [5, 35]), ([3, 1, 2], [3, 40, 1])]):
+        _check(op, dt, shapes, qs, seed=900 + 10 * act + j, fused_activation_function=act)
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+def test_add_mul_8bit_broadcast_resized(op, dt):
+    """Inputs resized at run time: the positions of the vector bodies follow the new shapes."""
+    qs = [fit_quantization(q, dt) for q in ((0.02, -128), (0.07, 127), (0.01, 5))]
+    for j, (s1, s2) in enumerate([([1, 16, 32], [2, 16, 32]), ([3, 1], [3, 21]), ([1], [50])]):
+        mb, _ = _binary(op, dt, ([s1[0]] + [1] * (len(s1) - 1), [s2[0]] + [1] * (len(s2) - 1)), qs,
+                        fused_activation_function=NONE)
+        xs = [_values(dt, s1, 1000 + j), _values(dt, s2, 1001 + j)]
+        litert = pytest.importorskip("ai_edge_litert.interpreter")
+        data = mb.to_bytes("tflite")
+        results = []
+        for it in (litert.Interpreter(model_content=data, experimental_op_resolver_type=(
+                       litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)),
+                   onert_py.Interpreter(model_content=data)):
+            for d, x in zip(it.get_input_details(), xs):
+                it.resize_tensor_input(d["index"], list(x.shape))
+            it.allocate_tensors()
+            for d, x in zip(it.get_input_details(), xs):
+                it.set_tensor(d["index"], x)
+            it.invoke()
+            results.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+        for e, g in zip(*results):
+            np.testing.assert_array_equal(g, e)

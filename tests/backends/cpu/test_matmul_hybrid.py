@@ -175,3 +175,103 @@ def test_converter_dynamic_range_mlp_matches_litert():
         (got,) = session.infer([x])
         assert got.shape == expected.shape and got.dtype == expected.dtype
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- hybrid BATCH_MATMUL
+# LiteRT's reference hybrid BatchMatMul (float32 lhs, constant int8 rhs): each lhs row quantized as for
+# FULLY_CONNECTED, exact int32 sums, asymmetric offsets removed in float32. onert-py reproduces that
+# arithmetic, so the outputs are compared for equality.
+
+def _bmm_model(l_shape, w, w_q, adj_x=False, adj_y=False, asym=False):
+    lhs = list(l_shape)
+    m, k = (lhs[-1], lhs[-2]) if adj_x else (lhs[-2], lhs[-1])
+    n = w.shape[-2] if adj_y else w.shape[-1]
+    batch = np.broadcast_shapes(tuple(lhs[:-2]), w.shape[:-2])
+    return single_op_model("BATCH_MATMUL", [("x", lhs, np.float32), ("const", w, w_q)],
+                           [("y", list(batch) + [m, n], np.float32)],
+                           adj_x=adj_x, adj_y=adj_y, asymmetric_quantize_inputs=asym)
+
+
+BMM_CASES = [  # (lhs shape, rhs shape, adj_x, adj_y, magnitude)
+    ((3, 8), (8, 5), False, False, 1.0),
+    ((4, 13), (6, 13), False, True, 10.0),          # adj_y: rhs [N, K]
+    ((13, 4), (13, 6), True, False, 0.01),          # adj_x
+    ((2, 5, 21), (21, 7), False, False, 100.0),     # rank 3 lhs, rank 2 rhs (broadcast)
+    ((2, 5, 21), (2, 21, 7), False, False, 1.0),    # batch on both sides
+    ((2, 5, 21), (1, 21, 7), False, False, 1.0),    # rhs [1, K, N]: LiteRT folds the lhs batch in
+    ((3, 9, 2), (3, 6, 9), True, True, 1e-3),       # both adjoints
+    ((1, 2, 3, 40), (2, 40, 4), False, False, 3.0), # rank 4 lhs with one batch dim above 1
+    ((2, 1500), (1500, 3), False, False, 1.0),      # int32 sums beyond 2**24
+    ((1, 7), (7, 1), False, False, 1.0),
+]
+
+
+def _bmm_weights(r, w_shape, adj_y, per_channel):
+    w = r.integers(-127, 128, w_shape).astype(np.int8)
+    if per_channel:
+        axis = len(w_shape) - (2 if adj_y else 1)
+        n = w_shape[axis]
+        return w, ((10.0 ** r.uniform(-4, 0, n)).astype(np.float32), np.zeros(n, np.int64), axis)
+    return w, (float(10.0 ** r.uniform(-3, 0)), 0)
+
+
+@pytest.mark.parametrize("asym", [False, True], ids=["symmetric", "asymmetric"])
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+@pytest.mark.parametrize("case", range(len(BMM_CASES)))
+def test_hybrid_batch_matmul_bit_exact(case, per_channel, asym):
+    l_shape, w_shape, adj_x, adj_y, mag = BMM_CASES[case]
+    r = rng(300 + case)
+    w, wq = _bmm_weights(r, w_shape, adj_y, per_channel)
+    mb = _bmm_model(l_shape, w, wq, adj_x, adj_y, asym)
+    for trial in range(3):
+        x = _input(r, l_shape, mag * 10.0 ** trial)
+        if asym:
+            x += np.float32(r.uniform(-2, 2)) * np.abs(x).max()
+        if trial == 2:
+            x.reshape(-1)[: x.size // 3] = 0          # some all-zero rows
+        (expected,) = run_litert_builtin(mb, [x])
+        before = x.copy()
+        for fmt in FORMATS:
+            (got,) = run_onert(mb, [x], fmt)
+            assert got.shape == expected.shape and got.dtype == expected.dtype
+            np.testing.assert_array_equal(got, expected, err_msg=f"trial {trial}")
+        np.testing.assert_array_equal(x, before)
+
+
+def test_hybrid_batch_matmul_random_shapes_bit_exact():
+    r = rng(17)
+    for trial in range(30):
+        m, k, n = (int(v) for v in r.integers(1, 40, 3))
+        adj_x, adj_y, asym, pc = (bool(v) for v in r.integers(0, 2, 4))
+        l_shape = (int(r.integers(1, 4)),) + ((k, m) if adj_x else (m, k))
+        w_shape = (n, k) if adj_y else (k, n)
+        w, wq = _bmm_weights(r, w_shape, adj_y, pc)
+        mb = _bmm_model(l_shape, w, wq, adj_x, adj_y, asym)
+        x = _input(r, l_shape, 10.0 ** r.uniform(-3, 3))
+        if asym:
+            x += np.float32(r.uniform(-2, 2)) * np.abs(x).max()
+        (expected,) = run_litert_builtin(mb, [x])
+        (got,) = run_onert(mb, [x])
+        np.testing.assert_array_equal(got, expected, err_msg=f"trial {trial}")
+
+
+def test_hybrid_batch_matmul_refusals():
+    r = rng(5)
+    w = r.integers(-127, 128, (8, 4)).astype(np.int8)
+    # per-channel scales along the contraction dim
+    mb = _bmm_model((3, 8), w, (np.full(8, 0.1, np.float32), np.zeros(8, np.int64), 0))
+    with pytest.raises(PrepareError, match="one scale per output column along dimension 1"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
+    # an int8 rhs without quantization is not hybrid: a type mismatch as before
+    mb = _bmm_model((3, 8), w, None)
+    with pytest.raises(PrepareError, match=r"has type int8"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
+    # two lhs batch dims above 1: LiteRT's kernel reads the wrong rows' scales there
+    mb = _bmm_model((2, 3, 5, 8), w, (0.1, 0))
+    with pytest.raises(PrepareError, match="indexes the lhs rows' scales wrongly"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
+    # a non-constant int8 rhs
+    mb = single_op_model("BATCH_MATMUL", [("x", [3, 8], np.float32), ("w", [8, 4], np.int8, (0.1, 0))],
+                         [("y", [3, 4], np.float32)], adj_x=False, adj_y=False)
+    with pytest.raises(PrepareError, match="needs a constant int8 rhs"):
+        onert_py.infer.session(mb.to_bytes("tflite"))
