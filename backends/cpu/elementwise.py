@@ -19,7 +19,8 @@ from onert_py.backends.cpu._common import (NONE, RELU, RELU6, RELU_N1_TO_1, SIGN
                                            clip_ufunc as _clip)
 from onert_py.backends.cpu._conv_plan import ROW, chunk
 from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantized_multiplier, qparams,
-                                          quantize_multiplier, round_half_away32, rounding_divide_by_pot, wrap_int32)
+                                          quantize_multiplier, round_half_away32, rounding_divide_by_pot,
+                                          saturating_rounding_doubling_high_mul, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, broadcasting
@@ -555,6 +556,108 @@ def div(ctx: KernelContext) -> Run:
             return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
         return _arithmetic(ctx, int_div)
     return _arithmetic(ctx, operator.truediv)
+
+
+# LiteRT's quantized DIV (div.cc, reference/div.h; the optimized kernels use the same formula): the
+# offset divisor's reciprocal as a Q0.31 fixed-point value from gemmlowp's Newton-Raphson
+# (GetReciprocal), the offset dividend shifted left by its headroom times that reciprocal, then one
+# rescale by the output multiplier.
+_Q29_ONE = 1 << 29
+
+
+def _saturating_shl(x, exponent: int):
+    """gemmlowp's SaturatingRoundingMultiplyByPOT for a positive exponent (int32 saturation)."""
+    threshold = (1 << (31 - exponent)) - 1
+    return np.where(x > threshold, _I64(2**31 - 1),
+                    np.where(x < -threshold, _I64(-2**31), x << exponent))
+
+
+def _count_leading_zeros32(x):
+    """CLZ of non-negative int32 values held as int64 (32 for 0)."""
+    x = np.asarray(x, _I64)
+    bits = np.zeros(x.shape, _I64)
+    y = x.copy()
+    for k in (16, 8, 4, 2, 1):
+        big = y >= (_I64(1) << k)
+        bits += np.where(big, k, 0)
+        y = np.where(big, y >> k, y)
+    return np.where(x == 0, 32, 31 - bits)
+
+
+def _reciprocal_q31(d):
+    """TFLite's GetReciprocal(d, 31): (Q0.31 value of 1 / (d * 2**-k), k) for positive int32 d, with
+    2**(k-1) <= d < 2**k; gemmlowp's one_over_one_plus_x_for_x_in_0_1 on the mantissa."""
+    srdhm = saturating_rounding_doubling_high_mul
+    clz = _count_leading_zeros32(d)
+    k = 31 - clz
+    m = wrap_int32((d << clz) - (1 << 31))                          # x in [0, 1), Q0.31
+    s = m + (2**31 - 1)                                              # RoundingHalfSum(x, One)
+    half = _rounding_half_sum(s)
+    x = wrap_int32(1515870810 + srdhm(half, _I64(-1010580540)))      # 48/17 - 32/17 * half, Q2.29
+    for _ in range(3):
+        e = wrap_int32(_Q29_ONE - srdhm(half, x))
+        x = wrap_int32(x + _saturating_shl(srdhm(x, e), 2))
+    return _saturating_shl(x, 1), k
+
+
+def _rounding_half_sum(s):
+    """(s + sign(s)) / 2 truncated toward zero, the halving of gemmlowp's RoundingHalfSum."""
+    t = s + np.where(s >= 0, 1, -1)
+    return np.where(t >= 0, t >> 1, -((-t) >> 1))
+
+
+def _count_leading_sign_bits(x):
+    """__builtin_clrsb of int32 values (31 for 0 and -1)."""
+    return _count_leading_zeros32(np.where(x < 0, ~x, x)) - 1
+
+
+def _rounding_divide_by_pot_x86(x, exponent):
+    """RoundingDivideByPOT as LiteRT's x86 build computes it when the exponent reaches 32 (undefined in
+    C++): the mask (1ll << exponent) - 1 truncates to int32 -1, so the rounding adds 1 to every
+    non-negative x, and the arithmetic right shift takes its count modulo 32 (sar)."""
+    exponent = np.asarray(exponent, _I64)
+    wide = exponent >= 32
+    small = rounding_divide_by_pot(x, np.where(wide, 0, exponent))
+    return np.where(wide, (x >> (exponent & 31)) + (x >= 0), small)
+
+
+@CPU.register_quantized("DIV", dtypes=("int8", "uint8"))
+def div_quantized(ctx: KernelContext) -> Run:
+    """Quantized DIV: (a - za) / (b - zb) as a Q0.31 reciprocal of the divisor times the dividend shifted
+    left by its headroom, rescaled by scale_a / (scale_b * scale_out) (float32, as LiteRT's Prepare),
+    plus the output's zero point, clamped to the activation's range. Signs are moved to the dividend.
+    Elementwise and broadcasting compute the same formula. (int16, which LiteRT also runs, is not done.)
+    A divisor element equal to its zero point raises ZeroDivisionError (LiteRT fails the invoke)."""
+    ctx.expect_inputs(2)
+    dt = check_same_types(ctx, 0, 1, same_output=True)
+    (s1, z1, _, _), (s2, z2, _, _), (so, zo, qmin, qmax) = _q_operands(ctx)
+    lo, hi = q_activation_range(ctx, so, zo, qmin, qmax)
+    m, sh = quantize_multiplier(float(_F32(s1) / (_F32(s2) * _F32(so))))
+    # The smallest headroom of a dividend (|a - za| < 2**bits) bounds the final shift; beyond it
+    # LiteRT would shift right by a negative amount (undefined; multipliers of 2**22 and more).
+    min_headroom = 31 - (np.iinfo(dt).bits + 1)
+    if sh > min_headroom:
+        raise ctx.fail(f"quantized DIV: rescale multiplier {s1 / (s2 * so):.4g} is too large "
+                       f"(scales {s1}, {s2}, output {so})")
+    a, b = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    srdhm = saturating_rounding_doubling_high_mul
+
+    def run() -> None:
+        x = np.asarray(v[a]).astype(_I64) - z1
+        d = np.asarray(v[b]).astype(_I64) - z2
+        if np.any(d == 0):
+            raise ZeroDivisionError("quantized division by zero (a divisor equal to its zero point)")
+        neg = d < 0
+        x, d = np.where(neg, -x, x), np.where(neg, -d, d)
+        x, d = np.broadcast_arrays(x, d)
+        inv, k = _reciprocal_q31(d)
+        head = _count_leading_sign_bits(x)
+        quot = srdhm(x << head, inv)
+        r = _rounding_divide_by_pot_x86(srdhm(quot, _I64(m)), head + k - sh) + zo
+        v[o] = np.clip(r, lo, hi).astype(dt)
+    return run
 
 
 @CPU.register("FLOOR_DIV", dtypes=("float32", "int32", "int64", "int16", "int8"))

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input, register_value_movers
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, Shape, axis_of, fmt, is_static, same_shape, shape_from_value
@@ -556,6 +557,8 @@ for _kind in ("SUM", "PROD", "MAX", "MIN"):
 @CPU.register("EMBEDDING_LOOKUP", dtypes=FIXED_TYPES + ("complex128",))
 def embedding_lookup(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2)
+    if _is_hybrid_lookup(ctx):
+        return _embedding_lookup_hybrid(ctx)
     check_dtype(ctx, 1)
     i_t, w_t, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
     v = ctx.values
@@ -568,6 +571,46 @@ def embedding_lookup(ctx: KernelContext) -> Run:
             raise ValueError(f"lookup ids must be 1-D, have shape {ids.shape}")
         _check_indices(ids, np.shape(table)[0], "embedding id")
         v[o] = np.take(table, ids, axis=0)
+    return run
+
+
+def _is_hybrid_lookup(ctx: KernelContext) -> bool:
+    """An int8 or uint8 table with quantization and a float32 output: LiteRT's EvalHybrid."""
+    t, out = ctx.input_tensor(1), ctx.output_tensor(0)
+    return (t is not None and out is not None and t.type_name in ("INT8", "UINT8")
+            and out.dtype == np.float32 and qparams(t) is not None)
+
+
+def _embedding_lookup_hybrid(ctx: KernelContext) -> Run:
+    """EMBEDDING_LOOKUP dequantizing its rows, as LiteRT's EvalHybrid: out[i] = float32(table[id]) *
+    scale in float32, with the table's one scale, or per channel (along dimension 0, one scale per row)
+    the looked-up row's. LiteRT requires the (first) zero point to be 0 and reads no other; it reads a
+    uint8 table's bytes as int8 (200 gives -56), which is reproduced."""
+    t = ctx.input_tensor(1)
+    if len(t.shape) < 2:
+        raise ctx.fail("the lookup table must have rank >= 2 (as LiteRT requires)")
+    q = qparams(t)
+    if int(q.zero_point[0]) != 0:
+        raise ctx.fail(f"a hybrid lookup (quantized table, float32 output) needs a symmetric table: zero "
+                       f"point {int(q.zero_point[0])}, not 0")
+    rows = t.shape[0]
+    if q.per_channel and (q.axis != 0 or q.scale.size != rows
+                          or q.zero_point.size not in (1, rows)):
+        raise ctx.fail(f"a per-channel lookup table needs one scale per row along dimension 0: have "
+                       f"{q.scale.size} scales ({q.zero_point.size} zero points) along dimension {q.axis} "
+                       f"of shape {list(t.shape)}")
+    scale = q.scale.astype(np.float32)
+    i_t, w_t, (o,) = ctx.inputs[0], ctx.inputs[1], ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        ids, table = np.asarray(v[i_t]), np.asarray(v[w_t])
+        if ids.ndim != 1:
+            raise ValueError(f"lookup ids must be 1-D, have shape {ids.shape}")
+        _check_indices(ids, table.shape[0], "embedding id")
+        rows_ = np.take(table.view(np.int8), ids, axis=0).astype(np.float32)
+        s = scale[ids] if q.per_channel else scale[:1]
+        v[o] = (rows_ * s.reshape((-1,) + (1,) * (rows_.ndim - 1))).astype(np.float32)
     return run
 
 

@@ -303,11 +303,22 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
     if ctx.options.get("weights_format", 0) != 0:
         raise ctx.fail("only the DEFAULT weights format is supported (shuffled formats are for uint8)")
     x_t, w_t, b_t, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.input_tensor(2), ctx.output_tensor(0)
-    kinds = {("INT8", "INT8"): "INT8", ("UINT8", "UINT8"): "UINT8", ("INT16", "INT8"): "INT16"}
+    kinds = {("INT8", "INT8"): "INT8", ("UINT8", "UINT8"): "UINT8", ("INT16", "INT8"): "INT16",
+             ("INT8", "INT4"): "INT8"}
     pair = (x_t.type_name, w_t.type_name)
     if kinds.get(pair) != out.type_name:
-        raise ctx.fail(f"quantized FULLY_CONNECTED runs int8 x int8 -> int8, uint8 x uint8 -> uint8 and "
-                       f"int16 x int8 -> int16, not {pair[0]} x {pair[1]} -> {out.type_name}")
+        raise ctx.fail(f"quantized FULLY_CONNECTED runs int8 x int8 -> int8, int8 x int4 -> int8, "
+                       f"uint8 x uint8 -> uint8 and int16 x int8 -> int16, not {pair[0]} x {pair[1]} -> "
+                       f"{out.type_name}")
+    # INT4 weights (two per byte, low nibble first) arrive unpacked to one int8 value each from the
+    # loader, and LiteRT unpacks them likewise before its int8 GEMM: the same kernel from here on.
+    if w_t.type_name == "INT4":
+        if ctx.const(1) is None:
+            raise ctx.fail("INT4 weights of a FULLY_CONNECTED must be a constant tensor")
+        q4 = qparams(w_t)
+        if q4 is not None and np.any(q4.zero_point != 0):
+            raise ctx.fail("INT4 weights must be symmetric (zero point 0): LiteRT refuses the filter's "
+                           "zero point")
     code = ctx.options.get("fused_activation_function", 0) or 0
     if code not in (0, 1, 2, 3):
         raise ctx.fail(f"fused activation {code} is not supported on quantized tensors (LiteRT runs NONE, "

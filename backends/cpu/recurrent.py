@@ -14,6 +14,9 @@ for the projection layer. Gate semantics follow LiteRT's lstm_eval.cc (float pat
     i, f, o use sigmoid, the cell gate g the fused activation; CIFG: i = 1 - f.
     c' = clip(f .* c + i .* g, cell_clip);  the output gate's peephole reads c'
     h' = o .* act(c');  with projection h' = clip(P h' + b_p, proj_clip)
+
+RNN, UNIDIRECTIONAL_SEQUENCE_RNN and SVDF also run LiteRT's hybrid form (float32 input, int8 weights with
+one scale): their float kernels branch to it at prepare (_HybridRnnCell, _svdf_hybrid).
 """
 from __future__ import annotations
 
@@ -22,6 +25,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.backends.cpu._common import fused_activation
+from onert_py.backends.cpu._quant import (
+    hybrid_quantize_rows,
+    is_hybrid,
+    qparams,
+    wrap_int32,
+)
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, Shape
 
@@ -450,8 +459,98 @@ class _RnnCell:
 
 def _rnn_common(ctx: KernelContext, n_input: int) -> _RnnCell:
     ctx.expect_inputs(5)
+    if is_hybrid(ctx):
+        return _HybridRnnCell(ctx, n_input)
     _require_float(ctx)
     return _RnnCell(ctx, 1, 2, 3, None, n_input)
+
+
+class _HybridRnnCell:
+    """The hybrid (dynamic-range) RNN step of LiteRT's kernel_utils::RnnBatchStep: float32 input and
+    hidden state, int8 weights with one scale each (input 1 and recurrent input 2), float32 bias.
+
+    y = bias; unless the whole input batch is 0: rows quantized to int8 (hybrid_quantize_rows, symmetric
+    unless asymmetric_quantize_inputs), acc = q @ W.T exactly (minus the row's offset * the weight row's
+    sum), y += float32(acc) * float32(row scale * weight scale); the same for the hidden state with the
+    recurrent weights; then the fused activation, which is the new state. Each product and sum in float32
+    in LiteRT's order. The weights' zero points are not read (LiteRT does not either)."""
+
+    def __init__(self, ctx: KernelContext, n_input: int):
+        _require_float_io(ctx)
+        w_t, r_t = ctx.input_tensor(1), ctx.input_tensor(2)
+        if r_t is None or r_t.type_name != "INT8" or qparams(r_t) is None:
+            raise ctx.fail(f"a hybrid {ctx.op.kernel_name} (int8 input weights) needs int8 recurrent weights "
+                           f"with quantization, have {'none' if r_t is None else r_t.type_name}"
+                           f"{'' if r_t is None or qparams(r_t) is not None else ' without quantization'}")
+        scales = []
+        for i, t in ((1, w_t), (2, r_t)):
+            q = qparams(t)
+            if q.per_channel:
+                raise ctx.fail(f"input {i} ({t.name!r}): per-channel weights are not supported by a hybrid "
+                               f"{ctx.op.kernel_name} (LiteRT reads one scale)")
+            scales.append(np.float32(q.scale[0]))
+        w = self._const(ctx, 1, "input_weights")
+        if w.ndim != 2 or w.shape[1] != n_input:
+            raise ctx.fail(f"input weights have shape {list(w.shape)}, expected [units, {n_input}]")
+        units = w.shape[0]
+        r = self._const(ctx, 2, "recurrent_weights")
+        if r.shape != (units, units):
+            raise ctx.fail(f"input 2 (recurrent_weights) has shape {list(r.shape)}, expected [{units}, {units}]")
+        b_t = ctx.input_tensor(3)
+        if b_t is None or b_t.dtype != _F32:
+            raise ctx.fail(f"the bias of a hybrid {ctx.op.kernel_name} must be float32")
+        self.b = _weight(ctx, 3, "bias", (units,))
+        self.units = units
+        self.w_scale, self.r_scale = scales
+        self.w = (np.ascontiguousarray(w.T.astype(np.float64)), w.astype(np.int64).sum(axis=1))
+        self.r = (np.ascontiguousarray(r.T.astype(np.float64)), r.astype(np.int64).sum(axis=1))
+        self.asymmetric = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+        act = fused_activation(ctx.options.get("fused_activation_function", 0))
+        self.act = act if act is not None else (lambda x: x)
+        self.skip_per_row = False       # UNIDIRECTIONAL_SEQUENCE_RNN batch-major steps one row at a time
+
+    @staticmethod
+    def _const(ctx: KernelContext, i: int, name: str) -> np.ndarray:
+        w = ctx.const(i)
+        if w is None:
+            raise ctx.fail(f"input {i} ({name}) must be a constant tensor")
+        return np.asarray(w, np.int8)
+
+    def _accumulate(self, y: np.ndarray, x: np.ndarray, weights, w_scale: np.float32) -> np.ndarray:
+        zero = ~x.any(axis=1)
+        if not self.skip_per_row and not zero.all():
+            zero[:] = False             # LiteRT skips only a whole batch of zeros
+        if zero.all():
+            return y
+        wt, row_sums = weights
+        q, sf, offset = hybrid_quantize_rows(x, self.asymmetric)
+        acc = np.matmul(q.astype(np.float64), wt).astype(np.int64)
+        if self.asymmetric:
+            acc -= offset[:, None] * row_sums[None, :]
+        scale = (sf * w_scale).astype(_F32)
+        add = (y + (wrap_int32(acc).astype(_F32) * scale[:, None]).astype(_F32)).astype(_F32)
+        return np.where(zero[:, None], y, add) if zero.any() else add
+
+    def project(self, x2d: np.ndarray, aux2d: np.ndarray | None = None) -> np.ndarray:
+        # LiteRT quantizes a step's input rows: the whole sequence at once gives the same rows, but its
+        # zero-batch skip is per step, so the input part is kept for step() (bias + input, then + state)
+        return x2d
+
+    def step(self, x: np.ndarray, h: np.ndarray, c=None) -> tuple[np.ndarray, None]:
+        y = np.broadcast_to(self.b, (x.shape[0], self.units)).astype(_F32)
+        y = self._accumulate(y, np.asarray(x, _F32), self.w, self.w_scale)
+        y = self._accumulate(y, np.asarray(h, _F32), self.r, self.r_scale)
+        return self.act(y), None
+
+
+def _require_float_io(ctx: KernelContext) -> None:
+    """A hybrid RNN's float32 parts: input 0, hidden state (input 4) and output."""
+    for k in (0, 4):
+        t = ctx.input_tensor(k)
+        if t is not None and t.dtype != _F32:
+            raise ctx.fail(f"input {k} has type {t.dtype.name}; only float32 is supported")
+    if ctx.output_dtype(0) != _F32:
+        raise ctx.fail(f"output 0 has type {ctx.output_dtype(0).name}; only float32 is supported")
 
 
 @CPU.register("RNN", dtypes=("float32",))
@@ -482,6 +581,8 @@ def unidirectional_sequence_rnn(ctx: KernelContext) -> Run:
     """RNN over [T, B, in] (time_major) or [B, T, in]; output the hidden state of every step."""
     steps, batch, n_input = _sequence_dims(ctx)
     cell = _rnn_common(ctx, n_input)
+    if isinstance(cell, _HybridRnnCell):
+        return _sequence_rnn_hybrid(ctx, cell, batch)
     time_major = bool(ctx.options.get("time_major", False))
     h_i = _state_slot(ctx, 4, "hidden_state", (batch, cell.units))
     v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
@@ -494,6 +595,25 @@ def unidirectional_sequence_rnn(ctx: KernelContext) -> Run:
         xw = cell.project(x.reshape(-1, x.shape[2])).reshape(lead + (units,))
         out = np.empty(_sequence_output_shape(x.shape, units), _F32)
         h, _ = _run_sequence(cell, xw, np.reshape(v[h_i], (b, units)), None, out, time_major)
+        v[h_i] = h
+        v[o] = out
+    return run
+
+
+def _sequence_rnn_hybrid(ctx: KernelContext, cell: _HybridRnnCell, batch: int) -> Run:
+    """The hybrid UNIDIRECTIONAL_SEQUENCE_RNN: time major, one RnnBatchStep per step on the whole batch;
+    batch major, LiteRT steps each batch row on its own (its zero-input skip is then per row)."""
+    time_major = bool(ctx.options.get("time_major", False))
+    cell.skip_per_row = not time_major
+    h_i = _state_slot(ctx, 4, "hidden_state", (batch, cell.units))
+    v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
+    units = cell.units
+
+    def run() -> None:
+        x = v[x_i]
+        b = x.shape[1] if time_major else x.shape[0]
+        out = np.empty(_sequence_output_shape(x.shape, units), _F32)
+        h, _ = _run_sequence(cell, x, np.reshape(v[h_i], (b, units)), None, out, time_major)
         v[h_i] = h
         v[o] = out
     return run
@@ -572,6 +692,8 @@ def svdf(ctx: KernelContext) -> Run:
     """Rank-`rank` SVDF: the state [B, filters, memory] shifts left one step and takes W_f x as its newest
     column; out[b, u] = act(bias[u] + sum_{r} sum_m state[b, u*rank + r, m] * W_t[u*rank + r, m])."""
     ctx.expect_inputs(4, 5)
+    if is_hybrid(ctx):
+        return _svdf_hybrid(ctx)
     _require_float(ctx)
     shape = tuple(ctx.input_tensor(0).shape)
     if len(shape) != 2:
@@ -609,6 +731,89 @@ def svdf(ctx: KernelContext) -> Run:
         y = per_filter.reshape(b, units, rank).sum(axis=-1, dtype=_F32)
         if bias is not None:
             y += bias
+        if act is not None:
+            act(y)
+        v[s_i] = state.reshape((b, filters * memory) if b != batch else state_shape)
+        v[o] = y
+    return run
+
+
+def _svdf_hybrid(ctx: KernelContext) -> Run:
+    """The hybrid SVDF of LiteRT's EvalHybridSVDF: float32 input, state, bias and output; int8
+    weights_feature and int8 weights_time, one scale each. The state shifts left one step; its newest
+    column is 0 (a whole batch of zero input) or float32(acc) * float32(row scale * feature scale) with the
+    input rows quantized as hybrid_quantize_rows; the time weights are dequantized once (float32(int8) *
+    scale) and each filter's dot product with its state row is summed in float32 in memory order, then
+    the rank's filters in order, + bias, then the activation."""
+    shape = tuple(ctx.input_tensor(0).shape)
+    if len(shape) != 2:
+        raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
+    for k in (3, 4):
+        t = ctx.input_tensor(k) if ctx.has_input(k) else None
+        if t is not None and t.dtype != _F32:
+            raise ctx.fail(f"input {k} has type {t.dtype.name}; a hybrid SVDF needs float32")
+    if ctx.output_dtype(0) != _F32:
+        raise ctx.fail(f"output 0 has type {ctx.output_dtype(0).name}; a hybrid SVDF needs float32")
+    batch, n_input = shape
+    rank = int(ctx.options.get("rank", 0))
+    scales = []
+    for i, name in ((1, "weights_feature"), (2, "weights_time")):
+        t = ctx.input_tensor(i)
+        q = None if t is None else qparams(t)
+        if t is None or t.type_name != "INT8" or q is None:
+            raise ctx.fail(f"input {i} ({name}) of a hybrid SVDF must be int8 with quantization")
+        if q.per_channel:
+            raise ctx.fail(f"input {i} ({name}): per-channel weights are not supported by a hybrid SVDF "
+                           f"(LiteRT reads one scale)")
+        scales.append(np.float32(q.scale[0]))
+    w_f = _HybridRnnCell._const(ctx, 1, "weights_feature")
+    if w_f.ndim != 2 or w_f.shape[1] != n_input:
+        raise ctx.fail(f"weights_feature has shape {list(w_f.shape)}, expected [filters, {n_input}]")
+    filters = w_f.shape[0]
+    units = _svdf_units(filters, rank)
+    if units < 0:
+        raise ctx.fail(f"rank {rank} must be positive and divide the number of filters {filters}")
+    w_t8 = _HybridRnnCell._const(ctx, 2, "weights_time")
+    if w_t8.ndim != 2 or w_t8.shape[0] != filters:
+        raise ctx.fail(f"weights_time has shape {list(w_t8.shape)}, expected [{filters}, memory_size]")
+    memory = w_t8.shape[1]
+    w_t = (w_t8.astype(_F32) * scales[1]).astype(_F32)
+    bias = _weight(ctx, 3, "bias", (units,), optional=True)
+    if len(ctx.inputs) != 5:
+        raise ctx.fail("input 4 (activation_state) is required")
+    s_i = _state_slot(ctx, 4, "activation_state", (batch, filters * memory))
+    wf_t = np.ascontiguousarray(w_f.T.astype(np.float64))
+    row_sums = w_f.astype(np.int64).sum(axis=1)
+    asymmetric = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+    f_scale = scales[0]
+    act = fused_activation(ctx.options.get("fused_activation_function", 0))
+    v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
+    state_shape = ctx.input_tensor(4).shape
+
+    def run() -> None:
+        x = np.asarray(v[x_i], _F32)
+        b = x.shape[0]
+        old = np.reshape(v[s_i], (b, filters, memory))
+        state = np.empty((b, filters, memory), _F32)
+        state[:, :, :-1] = old[:, :, 1:]
+        newest = np.zeros((b, filters), _F32)
+        if x.any():
+            q, sf, offset = hybrid_quantize_rows(x, asymmetric)
+            acc = np.matmul(q.astype(np.float64), wf_t).astype(np.int64)
+            if asymmetric:
+                acc -= offset[:, None] * row_sums[None, :]
+            scale = (sf * f_scale).astype(_F32)
+            newest = (newest + (wrap_int32(acc).astype(_F32) * scale[:, None]).astype(_F32)).astype(_F32)
+        state[:, :, -1] = newest
+        per_filter = np.zeros((b, filters), _F32)
+        for m in range(memory):                     # float32 sums in LiteRT's order
+            per_filter = (per_filter + (state[:, :, m] * w_t[None, :, m]).astype(_F32)).astype(_F32)
+        per_filter = per_filter.reshape(b, units, rank)
+        y = np.zeros((b, units), _F32)
+        for r in range(rank):
+            y = (y + per_filter[:, :, r]).astype(_F32)
+        if bias is not None:
+            y = (y + bias).astype(_F32)
         if act is not None:
             act(y)
         v[s_i] = state.reshape((b, filters * memory) if b != batch else state_shape)

@@ -8,7 +8,7 @@ import pytest
 import onert_py
 
 from helpers import fit_quantization, check_builtin, rng, run_litert_builtin, run_onert, single_op_model
-from onert_py.errors import PrepareError, UnsupportedOpError
+from onert_py.errors import ExecutionError, PrepareError, UnsupportedOpError
 
 NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
 ACTIVATIONS = (NONE, RELU, RELU_N1_TO_1, RELU6)
@@ -361,3 +361,75 @@ def test_add_mul_8bit_broadcast_resized(op, dt):
             results.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
         for e, g in zip(*results):
             np.testing.assert_array_equal(g, e)
+
+
+# ------------------------------------------------------------------------------------------------- DIV
+# Dividend, divisor and output parameters: rescale multipliers s1 / (s2 * so) above and below 1, zero
+# points at the type's ends, an output scale small enough to saturate.
+_DIV_PARAMS = [
+    ((0.05, 3), (0.02, 2), (0.1, 1)),
+    ((0.5, -128), (0.01, 127), (0.02, -128)),
+    ((0.003, 10), (0.5, -20), (0.0009, 127)),
+    ((0.1, 0), (0.1, 0), (0.004, 0)),
+    ((0.02, 127), (0.3, -128), (4.0, -3)),
+]
+_DIV_SHAPES = [([3, 5, 7], [3, 5, 7]), ([2, 1, 4, 3], [5, 1, 3]), ([4, 9], [1]), ([1], [4, 9]),
+               ([2, 3, 1, 5], [3, 4, 1]), ([], [3, 2])]
+
+
+def _div_check(dt, shapes, qs, seed, **options):
+    """check_builtin of a DIV whose divisor never equals its zero point (LiteRT fails the invoke then)."""
+    mb, (a, b) = _binary("DIV", dt, shapes, qs, seed=seed, **options)
+    zb = qs[1][1]
+    b = np.where(b == zb, zb + 1 if zb < np.iinfo(dt).max else zb - 1, b).astype(dt)
+    return check_builtin(mb, [a, b])
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("k", range(len(_DIV_PARAMS)))
+def test_div(dt, k):
+    qs = [fit_quantization(q, dt) for q in _DIV_PARAMS[k]]
+    for j, shapes in enumerate(_DIV_SHAPES):
+        _div_check(dt, shapes, qs, seed=10 * k + j, fused_activation_function=NONE)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_div_activations(dt, act):
+    qs = [fit_quantization(q, dt) for q in ((0.02, -5), (0.03, 9), (0.015, -100))]
+    _div_check(dt, ([4, 33], [4, 33]), qs, seed=act, fused_activation_function=act)
+    _div_check(dt, ([4, 1, 3], [7, 3]), qs, seed=act + 5, fused_activation_function=act)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+def test_div_every_pair(dt):
+    """Every dividend against every divisor: the small dividends (0, +-1) whose final shift reaches 32
+    bits, where LiteRT's x86 build rounds as the undefined shift happens to compute."""
+    info = np.iinfo(dt)
+    for k, q in enumerate([((0.05, 3), (0.02, 2), (0.1, 1)), ((0.5, -128), (0.01, 127), (0.02, -128))]):
+        q1, q2, qo = [fit_quantization(p, dt) for p in q]
+        values = np.arange(int(info.min), int(info.max) + 1)
+        a = np.repeat(values, values.size - 1).astype(dt)
+        b = np.tile(values[values != q2[1]], values.size).astype(dt)
+        n = a.size
+        mb = single_op_model("DIV", [("a", [n], dt, q1), ("b", [n], dt, q2)], [("y", [n], dt, qo)])
+        check_builtin(mb, [a, b])
+
+
+def test_div_zero_divisor():
+    q = (0.1, 4)
+    mb = single_op_model("DIV", [("a", [3], np.int8, q), ("b", [3], np.int8, q)], [("y", [3], np.int8, q)])
+    xs = [np.array([1, 2, 3], np.int8), np.array([5, 4, 6], np.int8)]
+    with pytest.raises(RuntimeError):
+        run_litert_builtin(mb, xs)   # a divisor equal to its zero point: LiteRT fails the invoke
+    with pytest.raises(ExecutionError, match="ZeroDivisionError.*zero point"):
+        run_onert(mb, xs)
+
+
+def test_div_refusals():
+    mb, xs = _binary("DIV", np.int8, ([3], [3]), [(1.0, 0), (1e-5, 0), (1e-4, 0)])
+    with pytest.raises(PrepareError, match="too large"):
+        run_onert(mb, xs)
+    mb, xs = _binary("DIV", np.int16, ([3], [3]), [(0.1, 0), (0.1, 0), (0.1, 0)])
+    with pytest.raises((UnsupportedOpError, PrepareError)):
+        run_onert(mb, xs)
