@@ -465,6 +465,16 @@ def _rnn_common(ctx: KernelContext, n_input: int) -> _RnnCell:
     return _RnnCell(ctx, 1, 2, 3, None, n_input)
 
 
+def _hybrid_weight_scale(ctx: KernelContext, i: int, name: str) -> np.float32:
+    """The one scale of a hybrid recurrent op's int8 weights (input i). LiteRT reads a single scale and
+    silently uses 0 for per-channel weights, so those are refused."""
+    q = qparams(ctx.input_tensor(i))
+    if q.per_channel:
+        raise ctx.fail(f"input {i} ({name}): per-channel weights are not supported by a hybrid "
+                       f"{ctx.op.kernel_name} (LiteRT reads one scale)")
+    return np.float32(q.scale[0])
+
+
 class _HybridRnnCell:
     """The hybrid (dynamic-range) RNN step of LiteRT's kernel_utils::RnnBatchStep: float32 input and
     hidden state, int8 weights with one scale each (input 1 and recurrent input 2), float32 bias.
@@ -482,13 +492,7 @@ class _HybridRnnCell:
             raise ctx.fail(f"a hybrid {ctx.op.kernel_name} (int8 input weights) needs int8 recurrent weights "
                            f"with quantization, have {'none' if r_t is None else r_t.type_name}"
                            f"{'' if r_t is None or qparams(r_t) is not None else ' without quantization'}")
-        scales = []
-        for i, t in ((1, w_t), (2, r_t)):
-            q = qparams(t)
-            if q.per_channel:
-                raise ctx.fail(f"input {i} ({t.name!r}): per-channel weights are not supported by a hybrid "
-                               f"{ctx.op.kernel_name} (LiteRT reads one scale)")
-            scales.append(np.float32(q.scale[0]))
+        scales = [_hybrid_weight_scale(ctx, i, repr(t.name)) for i, t in ((1, w_t), (2, r_t))]
         w = self._const(ctx, 1, "input_weights")
         if w.ndim != 2 or w.shape[1] != n_input:
             raise ctx.fail(f"input weights have shape {list(w.shape)}, expected [units, {n_input}]")
@@ -762,10 +766,7 @@ def _svdf_hybrid(ctx: KernelContext) -> Run:
         q = None if t is None else qparams(t)
         if t is None or t.type_name != "INT8" or q is None:
             raise ctx.fail(f"input {i} ({name}) of a hybrid SVDF must be int8 with quantization")
-        if q.per_channel:
-            raise ctx.fail(f"input {i} ({name}): per-channel weights are not supported by a hybrid SVDF "
-                           f"(LiteRT reads one scale)")
-        scales.append(np.float32(q.scale[0]))
+        scales.append(_hybrid_weight_scale(ctx, i, name))
     w_f = _HybridRnnCell._const(ctx, 1, "weights_feature")
     if w_f.ndim != 2 or w_f.shape[1] != n_input:
         raise ctx.fail(f"weights_feature has shape {list(w_f.shape)}, expected [filters, {n_input}]")
