@@ -18,6 +18,18 @@ from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
 _F32 = np.dtype(np.float32)
 
 
+def _fc_output_shape(x: np.ndarray, depth: int, units: int, keep: bool) -> tuple[int, ...]:
+    """FULLY_CONNECTED's output shape for input x: x's leading dims and `units` with keep_num_dims, else
+    rows of `depth` elements; a ValueError for an input that does not fit the weights."""
+    if keep:
+        if x.shape[-1] != depth:
+            raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {depth}")
+        return x.shape[:-1] + (units,)
+    if x.size % depth:
+        raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
+    return (x.size // depth, units)
+
+
 @CPU.register("FULLY_CONNECTED", dtypes=("float32", "float16"))
 def fully_connected(ctx: KernelContext) -> Run:
     """out = act(reshape(x, [-1, in]) @ W.T + b); keep_num_dims keeps x's leading dims."""
@@ -73,14 +85,7 @@ def fully_connected(ctx: KernelContext) -> Run:
         x = v[x_i]
         wt = wt_const if wt_const is not None else v[w_i].T
         d = wt.shape[0]
-        if keep:
-            if x.shape[-1] != d:
-                raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {d}")
-            out_shape = x.shape[:-1] + (wt.shape[1],)
-        else:
-            if x.size % d:
-                raise ValueError(f"input of {x.size} elements is not a multiple of the input size {d}")
-            out_shape = (x.size // d, wt.shape[1])
+        out_shape = _fc_output_shape(x, d, wt.shape[1], keep)
         y = np.matmul(np.reshape(x, (-1, d)), wt)
         if b_i >= 0:
             y += b_const if b_const is not None else np.reshape(v[b_i], -1)
@@ -167,14 +172,7 @@ def _fully_connected_widened(ctx: KernelContext, w: np.ndarray, b: np.ndarray | 
 
     def run() -> None:
         x = v[x_i]
-        if keep:
-            if x.shape[-1] != depth:
-                raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {depth}")
-            out_shape = x.shape[:-1] + (units,)
-        else:
-            if x.size % depth:
-                raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
-            out_shape = (x.size // depth, units)
+        out_shape = _fc_output_shape(x, depth, units, keep)
         y = np.matmul(x.reshape(-1, depth).astype(np.float32), wt)
         if b32 is not None:
             y += b32
@@ -240,14 +238,7 @@ def _fully_connected_hybrid(ctx: KernelContext) -> Run:
 
     def run() -> None:
         x = v[x_i]
-        if keep:
-            if x.shape[-1] != depth:
-                raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {depth}")
-            out_shape = x.shape[:-1] + (units,)
-        else:
-            if x.size % depth:
-                raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
-            out_shape = (x.size // depth, units)
+        out_shape = _fc_output_shape(x, depth, units, keep)
         wt, row_sums = fixed if fixed is not None else weights(v[w_i])
         q, sf, offset = hybrid_quantize_rows(x.reshape(-1, depth), asymmetric)
         acc = np.matmul(q.astype(np.float64), wt).astype(np.int64)      # exact: far below 2**53
@@ -404,14 +395,7 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
 
     def run() -> None:
         x = v[x_i]
-        if keep:
-            if x.shape[-1] != depth:
-                raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {depth}")
-            out_shape = x.shape[:-1] + (units,)
-        else:
-            if x.size % depth:
-                raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
-            out_shape = (x.size // depth, units)
+        out_shape = _fc_output_shape(x, depth, units, keep)
         wt = wt_const if wt_const is not None else (v[w_i].astype(np.float64) - zw).T
         xs = x.reshape(-1, depth).astype(np.float64)
         if zx:
