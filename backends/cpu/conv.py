@@ -809,6 +809,21 @@ def _transpose_conv_plan(w_shape, sh: int, sw: int, padding: int, check_input: b
     return plan
 
 
+def _transpose_conv_operands(ctx: KernelContext) -> tuple[np.ndarray, int, int, int]:
+    """TRANSPOSE_CONV's constant filter [O, KH, KW, C] checked against input 2 [N, H, W, C], its strides
+    and padding code."""
+    w = _const_filter(ctx, 1, 4)
+    cin = w.shape[-1]
+    x_t = ctx.input_tensor(2)
+    if len(x_t.shape) != 4 or x_t.shape[-1] != cin:
+        raise ctx.fail(f"input shape {list(x_t.shape)} does not match the filter {list(w.shape)} "
+                       f"(needs [N, H, W, {cin}])")
+    sh, sw = ctx.options.get("stride_h", 1), ctx.options.get("stride_w", 1)
+    if min(sh, sw) < 1:
+        raise ctx.fail("strides must be >= 1")
+    return w, sh, sw, padding_code(ctx)
+
+
 @CPU.register("TRANSPOSE_CONV", dtypes=("float32",))
 def transpose_conv(ctx: KernelContext) -> Run:
     """inputs (output_shape, filter [O, KH, KW, C], input [N, H, W, C], optional bias [O]).
@@ -817,17 +832,8 @@ def transpose_conv(ctx: KernelContext) -> Run:
     """
     ctx.expect_inputs(3, 4)
     check_same_types(ctx, 2, 1, 3, optional=(3,))
-    w = _const_filter(ctx, 1, 4)
+    w, sh, sw, padding = _transpose_conv_operands(ctx)
     cout, kh, kw, cin = w.shape
-    x_t = ctx.input_tensor(2)
-    if len(x_t.shape) != 4 or x_t.shape[-1] != cin:
-        raise ctx.fail(f"input shape {list(x_t.shape)} does not match the filter {list(w.shape)} "
-                       f"(needs [N, H, W, {cin}])")
-    o = ctx.options
-    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
-    if min(sh, sw) < 1:
-        raise ctx.fail("strides must be >= 1")
-    padding = padding_code(ctx)
     act = activation_of(ctx)
     bias = _bias(ctx, 3, cout)
     # [C, KH*KW*O]: one matmul gives every tap's contribution for every input pixel.
@@ -874,17 +880,8 @@ def transpose_conv_quantized(ctx: KernelContext) -> Run:
     channels with its vector code (halves up) and the rest with MultiplyByQuantizedMultiplier; the
     int64-bias 16x8 kernel is the reference one (int64 rescale)."""
     ctx.expect_inputs(3, 4)
-    w = _const_filter(ctx, 1, 4)
+    w, sh, sw, padding = _transpose_conv_operands(ctx)
     cout, kh, kw, cin = w.shape
-    x_t = ctx.input_tensor(2)
-    if len(x_t.shape) != 4 or x_t.shape[-1] != cin:
-        raise ctx.fail(f"input shape {list(x_t.shape)} does not match the filter {list(w.shape)} "
-                       f"(needs [N, H, W, {cin}])")
-    o = ctx.options
-    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
-    if min(sh, sw) < 1:
-        raise ctx.fail("strides must be >= 1")
-    padding = padding_code(ctx)
     q = _QuantConv(ctx, w, cout, 0, kh * kw * cin, bias_required=False, x_index=2, b_index=3)
     if not q.wide:
         q.half_up = cout // 8 * 8
@@ -896,6 +893,7 @@ def transpose_conv_quantized(ctx: KernelContext) -> Run:
         if os_const.size != 4:
             raise ctx.fail(f"output_shape must hold 4 values, has {os_const.size}")
         out_key = tuple(int(d) for d in os_const.reshape(-1))
+        x_t = ctx.input_tensor(2)
         if not x_t.is_dynamic:
             try:
                 get_plan((tuple(x_t.shape), out_key))
