@@ -99,7 +99,8 @@ def _plan(x_shape, kh, kw, sh, sw, padding, kind):
     return (oh, ow, tiled, h_taps, w_taps, count)
 
 
-def _pool(ctx: KernelContext, kind: str) -> Run:
+def _pool_window(ctx: KernelContext) -> tuple[np.dtype, int, int, int, int]:
+    """A pool's checked input type, filter size and strides (rank-4 NHWC input)."""
     ctx.expect_inputs(1)
     x_t = ctx.input_tensor(0)
     dt = check_dtype(ctx)
@@ -110,6 +111,11 @@ def _pool(ctx: KernelContext, kind: str) -> Run:
     sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
     if min(kh, kw, sh, sw) < 1:
         raise ctx.fail(f"filter {kh}x{kw} and strides {sh}x{sw} must be >= 1")
+    return dt, kh, kw, sh, sw
+
+
+def _pool(ctx: KernelContext, kind: str) -> Run:
+    dt, kh, kw, sh, sw = _pool_window(ctx)
     padding = padding_code(ctx)
     if dt != _F32:
         return _pool_other(ctx, kind, dt, kh, kw, sh, sw, padding)
@@ -157,6 +163,7 @@ def _pool(ctx: KernelContext, kind: str) -> Run:
                 act(y)
         v[o_i] = y
 
+    x_t = ctx.input_tensor(0)
     if x_t.is_dynamic:
         return run
     x_shape = tuple(x_t.shape)
@@ -253,16 +260,7 @@ def _pool_quantized(ctx: KernelContext, kind: str) -> Run:
     in-bounds cells rounding half away from zero. The result is clamped to the fused activation's range
     in the output's parameters; the values are not rescaled (LiteRT assumes the output's parameters
     are the input's and only uses the output's for that range)."""
-    ctx.expect_inputs(1)
-    x_t = ctx.input_tensor(0)
-    dt = check_dtype(ctx)
-    if len(x_t.shape) != 4:
-        raise ctx.fail(f"input must have rank 4 (NHWC), has shape {list(x_t.shape)}")
-    o = ctx.options
-    kh, kw = o.get("filter_height", 1), o.get("filter_width", 1)
-    sh, sw = o.get("stride_h", 1), o.get("stride_w", 1)
-    if min(kh, kw, sh, sw) < 1:
-        raise ctx.fail(f"filter {kh}x{kw} and strides {sh}x{sw} must be >= 1")
+    dt, kh, kw, sh, sw = _pool_window(ctx)
     out = ctx.output_tensor(0)
     qo = qparams(out)
     if qo is None:
