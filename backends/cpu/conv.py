@@ -256,6 +256,17 @@ def _conv_widened(ctx: KernelContext, w_mat: np.ndarray, filt: tuple[int, ...], 
     return _widened_run(ctx, filt, k // int(np.prod(filt)), strides, dils, padding, bias, act, im2col_matmul)
 
 
+def _conv_filter_groups(ctx: KernelContext) -> tuple[np.ndarray, int]:
+    """CONV_2D's constant filter [O, KH, KW, C/groups] and its group count (the input's channels over
+    the filter's)."""
+    w = _const_filter(ctx, 1, 4)
+    cin_f = w.shape[-1]
+    cin = ctx.input_tensor(0).shape[-1]
+    if cin_f == 0 or cin % cin_f:
+        raise ctx.fail(f"input channels {cin} are not a multiple of the filter's input channels {cin_f}")
+    return w, cin // cin_f
+
+
 @CPU.register("CONV_2D", dtypes=("float32", "float16"))
 def conv_2d(ctx: KernelContext) -> Run:
     """input [N, H, W, C], filter [O, KH, KW, C/groups], bias [O]."""
@@ -263,12 +274,8 @@ def conv_2d(ctx: KernelContext) -> Run:
     if is_hybrid(ctx):
         return _conv_2d_hybrid(ctx)
     dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
-    w = _const_filter(ctx, 1, 4)
+    w, groups = _conv_filter_groups(ctx)
     cout, kh, kw, cin_f = w.shape
-    cin = ctx.input_tensor(0).shape[-1]
-    if cin_f == 0 or cin % cin_f:
-        raise ctx.fail(f"input channels {cin} are not a multiple of the filter's input channels {cin_f}")
-    groups = cin // cin_f
     if groups > 1 and dt != _F32:
         raise ctx.fail(f"a grouped {dt.name} convolution is not supported (LiteRT runs none)")
     if cout % groups:
@@ -590,12 +597,8 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
     an int8 filter (16x8, int64 bias, or int32 with quantized_bias_type INT32); grouped too. One im2col
     matmul (per group) of exact integer sums, then the fixed-point rescale (_QuantConv)."""
     ctx.expect_inputs(2, 3)
-    w = _const_filter(ctx, 1, 4)
+    w, groups = _conv_filter_groups(ctx)
     cout, kh, kw, cin_f = w.shape
-    cin = ctx.input_tensor(0).shape[-1]
-    if cin_f == 0 or cin % cin_f:
-        raise ctx.fail(f"input channels {cin} are not a multiple of the filter's input channels {cin_f}")
-    groups = cin // cin_f
     if cout % groups:
         raise ctx.fail(f"output channels {cout} are not a multiple of the {groups} groups")
     strides, dils = _strides_dilations(ctx)
@@ -613,7 +616,7 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
             return np.matmul(win.reshape(m, k), w_mat[0])
         g_win = np.moveaxis(win.reshape(win.shape[:-1] + (groups, cin_f)), -2, 0).reshape(groups, m, k)
         return np.matmul(g_win, w_mat).transpose(1, 0, 2).reshape(m, cout)
-    return _quantized_window_run(ctx, q, (kh, kw), cin, cout, strides, dils, im2col)
+    return _quantized_window_run(ctx, q, (kh, kw), groups * cin_f, cout, strides, dils, im2col)
 
 
 @shape_rule("CONV_2D", "DEPTHWISE_CONV_2D")

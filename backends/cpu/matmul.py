@@ -18,6 +18,22 @@ from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
 _F32 = np.dtype(np.float32)
 
 
+def _check_fc_input(ctx: KernelContext, x_t, w_t, keep: bool) -> None:
+    """At prepare, for static shapes: the input fits the [units, depth] weights (rows of depth elements,
+    or a last dimension of depth with keep_num_dims)."""
+    if x_t.is_dynamic or w_t.is_dynamic:
+        return
+    depth = w_t.shape[1]
+    x_shape = tuple(x_t.shape)
+    size = int(np.prod(x_shape, dtype=np.int64))
+    if depth == 0 or size % depth:
+        raise ctx.fail(f"input shape {list(x_shape)} has {size} elements, not a multiple of the "
+                       f"weights' input size {depth} (weights shape {list(w_t.shape)})")
+    if keep and x_shape[-1] != depth:
+        raise ctx.fail(f"keep_num_dims needs the input's last dimension ({x_shape[-1]}) to equal the "
+                       f"weights' input size {depth}")
+
+
 def _fc_output_shape(x: np.ndarray, depth: int, units: int, keep: bool) -> tuple[int, ...]:
     """FULLY_CONNECTED's output shape for input x: x's leading dims and `units` with keep_num_dims, else
     rows of `depth` elements; a ValueError for an input that does not fit the weights."""
@@ -44,15 +60,8 @@ def fully_connected(ctx: KernelContext) -> Run:
         raise ctx.fail(f"weights must be 2-D [units, inputs], have shape {list(w_t.shape)}")
     units, depth = w_t.shape
     keep = bool(ctx.options.get("keep_num_dims", False))
+    _check_fc_input(ctx, x_t, w_t, keep)
     x_shape = tuple(x_t.shape)
-    if not x_t.is_dynamic and not w_t.is_dynamic:
-        size = int(np.prod(x_shape, dtype=np.int64))
-        if depth == 0 or size % depth:
-            raise ctx.fail(f"input shape {list(x_shape)} has {size} elements, not a multiple of the "
-                           f"weights' input size {depth} (weights shape {list(w_t.shape)})")
-        if keep and x_shape[-1] != depth:
-            raise ctx.fail(f"keep_num_dims needs the input's last dimension ({x_shape[-1]}) to equal the "
-                           f"weights' input size {depth}")
     b_t = ctx.input_tensor(2)
     if b_t is not None and int(np.prod(b_t.shape)) != units:
         raise ctx.fail(f"bias has shape {list(b_t.shape)}, expected [{units}]")
@@ -208,15 +217,7 @@ def _fully_connected_hybrid(ctx: KernelContext) -> Run:
         raise ctx.fail(f"per-channel hybrid weights need one scale per output unit along dimension 0: have "
                        f"{qw.scale.size} scales along dimension {qw.axis} of shape {list(w_t.shape)}")
     keep = bool(ctx.options.get("keep_num_dims", False))
-    x_shape = tuple(x_t.shape)
-    if not x_t.is_dynamic:
-        size = int(np.prod(x_shape, dtype=np.int64))
-        if depth == 0 or size % depth:
-            raise ctx.fail(f"input shape {list(x_shape)} has {size} elements, not a multiple of the "
-                           f"weights' input size {depth} (weights shape {list(w_t.shape)})")
-        if keep and x_shape[-1] != depth:
-            raise ctx.fail(f"keep_num_dims needs the input's last dimension ({x_shape[-1]}) to equal the "
-                           f"weights' input size {depth}")
+    _check_fc_input(ctx, x_t, w_t, keep)
     if b_t is not None and int(np.prod(b_t.shape)) != units:
         raise ctx.fail(f"bias has shape {list(b_t.shape)}, expected [{units}]")
     asymmetric = bool(ctx.options.get("asymmetric_quantize_inputs", False))
@@ -324,15 +325,7 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
         raise ctx.fail(f"weights must be 2-D [units, inputs], have shape {list(w_t.shape)}")
     units, depth = w_t.shape
     keep = bool(ctx.options.get("keep_num_dims", False))
-    x_shape = tuple(x_t.shape)
-    if not x_t.is_dynamic:
-        size = int(np.prod(x_shape, dtype=np.int64))
-        if depth == 0 or size % depth:
-            raise ctx.fail(f"input shape {list(x_shape)} has {size} elements, not a multiple of the "
-                           f"weights' input size {depth} (weights shape {list(w_t.shape)})")
-        if keep and x_shape[-1] != depth:
-            raise ctx.fail(f"keep_num_dims needs the input's last dimension ({x_shape[-1]}) to equal the "
-                           f"weights' input size {depth}")
+    _check_fc_input(ctx, x_t, w_t, keep)
     wide = x_t.type_name == "INT16"
     if b_t is not None:
         if int(np.prod(b_t.shape)) != units:
