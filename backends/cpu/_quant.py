@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onert_py.backends.cpu._common import clip_ufunc
+
 _I64 = np.int64
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -84,25 +86,27 @@ def _round_half_away(x: float) -> int:
 
 def saturating_rounding_doubling_high_mul(a, b):
     """gemmlowp's SaturatingRoundingDoublingHighMul on int32 values (as int64 arrays): round(a*b / 2**31),
-    ties away from zero, with INT32_MIN * INT32_MIN saturating to INT32_MAX."""
-    a = np.asarray(a, _I64)
-    b = np.asarray(b, _I64)
-    ab = a * b
-    nudge = np.where(ab >= 0, _I64(1 << 30), _I64(1 - (1 << 30)))
-    total = ab + nudge
-    # C's division truncates toward zero; numpy's // floors.
-    q = np.where(total >= 0, total >> 31, -((-total) >> 31))
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), _I64(INT32_MAX), q)
+    ties up, with INT32_MIN * INT32_MIN saturating to INT32_MAX."""
+    # gemmlowp adds 2**30 (or 1 - 2**30 below zero) and divides truncating toward zero: the same as
+    # flooring ab + 2**30 (halves round up). Only INT32_MIN * INT32_MIN reaches 2**31 (saturated).
+    q = np.asarray(a, _I64) * np.asarray(b, _I64)
+    q += 1 << 30
+    q >>= 31
+    return np.minimum(q, INT32_MAX, out=q) if q.ndim else min(q, _I64(INT32_MAX))
 
 
 def rounding_divide_by_pot(x, exponent):
     """gemmlowp's RoundingDivideByPOT: x / 2**exponent rounded to nearest, ties away from zero."""
     x = np.asarray(x, _I64)
+    if np.ndim(exponent) == 0:
+        e = int(exponent)
+        if e == 0:
+            return x.copy()
+        # half up is floor((x + 2**(e-1)) / 2**e); a negative tie goes down instead
+        return (x + ((1 << (e - 1)) - (x < 0))) >> e
     exponent = np.asarray(exponent, _I64)
-    mask = (_I64(1) << exponent) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + (remainder > threshold)
+    negative_tie_fix = (x < 0) & (exponent > 0)
+    return (x + (((_I64(1) << exponent) >> 1) - negative_tie_fix)) >> exponent
 
 
 def multiply_by_quantized_multiplier(x, multiplier, shift):
@@ -261,3 +265,73 @@ def is_hybrid(ctx) -> bool:
     x_t, w_t = ctx.input_tensor(0), ctx.input_tensor(1)
     return (x_t is not None and w_t is not None and x_t.dtype == np.float32 and w_t.type_name == "INT8"
             and qparams(w_t) is not None)
+
+
+class OutputStage:
+    """The output stage of a quantized op, prepared once: int accumulators [..., C] times per-channel
+    (last axis) multipliers and shifts, plus the output zero point, clamped to [lo, hi], in `dtype`.
+
+    The first `half_up` channels round as LiteRT's optimized x86 kernels (multiply_by_quantized_multiplier_
+    half_up), the rest as the reference (multiply_by_quantized_multiplier). When `bound` (the largest
+    |accumulator + bias| the op can produce) keeps every value and its left shift inside int32, nothing
+    can wrap or saturate, and both roundings collapse into one shift: the high multiply
+    floor((x*m + 2**30) / 2**31) followed by the right shift floor((h + 2**(r-1)) / 2**r) is
+    floor((x*m + 2**30 + 2**(30+r)) / 2**(31+r)) (nested floors of positive divisors), and the reference's
+    halves away from zero only take one less where h < 0. That is three in-place passes over the
+    accumulators instead of twenty; without such a bound the general functions above run."""
+
+    def __init__(self, mult, shift, zero_point: int, lo: int, hi: int, dtype, *, half_up: int = 0,
+                 bound: int | None = None):
+        self.mult = np.asarray(mult, _I64)
+        self.shift = np.asarray(shift, _I64)
+        self.zero_point, self.lo, self.hi, self.dtype = int(zero_point), int(lo), int(hi), np.dtype(dtype)
+        self.half_up = int(half_up)
+        left = np.maximum(self.shift, 0)
+        right = np.maximum(-self.shift, 0)
+        self.fast = (bound is not None and self.mult.size > 0
+                     and int(bound) << int(left.max(initial=0)) < (1 << 30))
+        self.left = left if left.any() else None
+        self.total_shift = 31 + right
+        self.offset = (1 << 30) + np.where(right > 0, _I64(1) << (30 + right), 0)
+        # the reference's negative ties: one 2**31 less where the high product is negative and r > 0
+        self.tie_fix = np.where(right > 0, _I64(1) << 31, 0)
+        self.reference_from = self.half_up if self.tie_fix[self.half_up:].any() else self.mult.size
+
+    def __call__(self, acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        """acc: integer-valued array (ints, or floats holding exact integers) of accumulators; bias: int
+        per channel, added first. acc is not modified."""
+        a = np.asarray(acc).astype(_I64)
+        if bias is not None:
+            a += bias
+        if not self.fast:
+            return self._general(a)
+        if self.left is not None:
+            a <<= self.left
+        a *= self.mult
+        k = self.reference_from
+        if k < self.mult.size:
+            ref = a[..., k:]
+            ref -= (ref < -(1 << 30)) * self.tie_fix[k:]      # x*m + 2**30 < 0: the high product is negative
+        a += self.offset
+        a >>= self.total_shift
+        return self._finish(a)
+
+    def _general(self, a: np.ndarray) -> np.ndarray:
+        a = wrap_int32(a)                  # LiteRT's int32 accumulators wrap (as ruy's do)
+        k = self.half_up
+        if k >= self.mult.size:
+            r = multiply_by_quantized_multiplier_half_up(a, self.mult, self.shift)
+        elif k:
+            r = np.concatenate([multiply_by_quantized_multiplier_half_up(a[..., :k], self.mult[:k], self.shift[:k]),
+                                multiply_by_quantized_multiplier(a[..., k:], self.mult[k:], self.shift[k:])],
+                               axis=-1)
+        else:
+            r = multiply_by_quantized_multiplier(a, self.mult, self.shift)
+        return self._finish(r)
+
+    def _finish(self, a: np.ndarray) -> np.ndarray:
+        if self.zero_point:
+            a += self.zero_point
+        out = np.empty(a.shape, self.dtype)
+        clip_ufunc(a, self.lo, self.hi, out=out, casting="unsafe")
+        return out

@@ -17,8 +17,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from onert_py.backends.cpu._common import RELU, RELU6, RELU_N1_TO_1, activation_of, clip_ufunc as _clip
 from onert_py.backends.cpu._conv_plan import ConvPlan, DepthwisePlan
-from onert_py.backends.cpu._quant import (is_hybrid, activation_range, hybrid_quantize_rows,
-                                          multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
+from onert_py.backends.cpu._quant import (OutputStage, is_hybrid, activation_range, hybrid_quantize_rows,
                                           multiply_by_quantized_multiplier_int64, qparams, quantize_multiplier,
                                           quantize_multipliers, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
@@ -271,7 +270,7 @@ def _conv_filter_groups(ctx: KernelContext) -> tuple[np.ndarray, int]:
 def conv_2d(ctx: KernelContext) -> Run:
     """input [N, H, W, C], filter [O, KH, KW, C/groups], bias [O]."""
     ctx.expect_inputs(2, 3)
-    if is_hybrid(ctx):
+    if is_hybrid(ctx) or _int4_hybrid(ctx):
         return _conv_2d_hybrid(ctx)
     dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     w, groups = _conv_filter_groups(ctx)
@@ -294,6 +293,14 @@ def conv_2d(ctx: KernelContext) -> Run:
 # --------------------------------------------------------------------- hybrid (dynamic-range) CONV_2D
 
 _HYBRID_CLAMPS = {0: (-np.inf, np.inf), RELU: (0.0, np.inf), RELU_N1_TO_1: (-1.0, 1.0), RELU6: (0.0, 6.0)}
+
+
+def _int4_hybrid(ctx: KernelContext) -> bool:
+    """A float32 input with a quantized INT4 filter: LiteRT's hybrid CONV_2D unpacks it (onert-py's loader
+    already has) and runs as with an INT8 one; its hybrid DEPTHWISE_CONV_2D refuses it."""
+    x_t, w_t = ctx.input_tensor(0), ctx.input_tensor(1)
+    return (x_t is not None and w_t is not None and x_t.dtype == _F32 and w_t.type_name == "INT4"
+            and qparams(w_t) is not None)
 
 
 def _window_geometry(ctx: KernelContext, filt, cin: int, strides, dils) -> Callable:
@@ -444,7 +451,10 @@ class _QuantConv:
         if qi.per_channel or qo.per_channel:
             raise ctx.fail("the input and the output need per-tensor quantization")
         want_w = "UINT8" if kind == "UINT8" else "INT8"
-        if w_t.type_name != want_w:
+        # CONV_2D and DEPTHWISE_CONV_2D run INT4 filters as INT8 (_check_int4_filter); TRANSPOSE_CONV not
+        int4_as_int8 = w_t.type_name == "INT4" and op != "TRANSPOSE_CONV"
+        w_type = "INT8" if int4_as_int8 else w_t.type_name
+        if w_type != want_w:
             raise ctx.fail(f"a {kind} {op} needs a {want_w} filter, not {w_t.type_name}")
         if qw is None:
             raise ctx.fail("the filter needs quantization parameters")
@@ -487,6 +497,10 @@ class _QuantConv:
         x_abs = max(self.zp_in - qi.qmin, qi.qmax - self.zp_in)
         w_abs = int(np.abs(self.w).max()) if self.w.size else 0
         self.float = np.float32 if taps * x_abs * w_abs < _EXACT_F32 else np.float64
+        self.x_abs_raw, self.taps_w_abs = max(-qi.qmin, qi.qmax), taps * w_abs
+        # the largest |sum + bias|: lets the output stage skip int32 wrapping it can never need
+        self.bound = taps * x_abs * w_abs + (int(np.abs(self.bias).max()) if self.bias is not None and self.bias.size else 0)
+        self._stage: OutputStage | None = None
 
     def _bias(self, ctx, kind, op, cout, qi, qw, qo, required) -> np.ndarray | None:
         self.bias_type = None
@@ -535,29 +549,20 @@ class _QuantConv:
             xs -= self.zp_in
         return xs
 
-    def output(self, acc: np.ndarray) -> np.ndarray:
+    def output(self, acc: np.ndarray, bias_added: bool = False) -> np.ndarray:
         """The integer sums acc [..., O] (exact floats) plus the bias, rescaled, clamped, in the output
         type."""
-        a = acc.astype(np.int64)
-        if self.bias is not None:
-            a += self.bias
         if self.wide:
+            a = acc.astype(np.int64)
+            if self.bias is not None and not bias_added:
+                a += self.bias
             r = wrap_int32(multiply_by_quantized_multiplier_int64(a, self.mult, self.shift))  # C's cast
             np.clip(r + self.zp_out, self.lo, self.hi, out=r)
             return r.astype(self.dtype)
-        a = wrap_int32(a)                  # LiteRT's int32 accumulators wrap (as ruy's do)
-        if self.half_up == self.mult.size:
-            r = multiply_by_quantized_multiplier_half_up(a, self.mult, self.shift)
-        elif self.half_up:
-            k = self.half_up
-            r = np.concatenate([multiply_by_quantized_multiplier_half_up(a[..., :k], self.mult[:k], self.shift[:k]),
-                                multiply_by_quantized_multiplier(a[..., k:], self.mult[k:], self.shift[k:])],
-                               axis=-1)
-        else:
-            r = multiply_by_quantized_multiplier(a, self.mult, self.shift)
-        r += self.zp_out
-        np.clip(r, self.lo, self.hi, out=r)
-        return r.astype(self.dtype)
+        if self._stage is None:
+            self._stage = OutputStage(self.mult, self.shift, self.zp_out, self.lo, self.hi, self.dtype,
+                                      half_up=self.half_up, bound=self.bound)
+        return self._stage(acc, None if bias_added else self.bias)
 
 
 def _strides_dilations(ctx: KernelContext) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -570,12 +575,36 @@ def _strides_dilations(ctx: KernelContext) -> tuple[tuple[int, int], tuple[int, 
 
 
 def _quantized_window_run(ctx: KernelContext, q: _QuantConv, filt: tuple[int, int], cin: int, cout: int,
-                          strides, dils, compute: Callable[[np.ndarray, int], np.ndarray]) -> Run:
+                          strides, dils, compute: Callable[[np.ndarray, int], np.ndarray],
+                          float_plan: Callable | None = None, w_sums: np.ndarray | None = None) -> Run:
     """Run closure of a quantized convolution: compute(window view [N, OH, OW, KH, KW, C] of x - zp_in
-    (zero-padded), M = N*OH*OW) gives the exact sums [M, O]; q.output rescales them."""
+    (zero-padded), M = N*OH*OW) gives the exact sums [M, O]; q.output rescales them.
+
+    When every partial sum is an exact float32 integer (q.float), float_plan(input shape, output
+    sizes, pads, float bias or None) instead gives the float kernel's plan (ConvPlan, DepthwisePlan),
+    run on x - zp_in: the same exact sums, in whatever order, at the float kernel's speed. w_sums: the
+    filter's integer sum per output channel, which lets an unpadded convolution skip the subtraction."""
     get_geometry = _window_geometry(ctx, filt, cin, strides, dils)
     x_i, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
+    if float_plan is not None and q.float == np.float32:
+        # the bias joins the float sums when they stay exact with it
+        bias = q.bias.astype(np.float32) if q.bias is not None and q.bound < _EXACT_F32 else None
+        shift_input = True
+        if q.zp_in and w_sums is not None and (filt == (1, 1) or padding_code(ctx) == VALID):
+            # Never padded: sum (x - zp) * w is sum x * w - zp * sum w, so the zero point joins the bias
+            # and x is only converted.
+            folded = w_sums * -q.zp_in + (0 if q.bias is None else q.bias)
+            if q.x_abs_raw * q.taps_w_abs + int(np.abs(folded).max(initial=0)) < _EXACT_F32:
+                bias, shift_input = folded.astype(np.float32), False
+        plan = _cached(lambda shape: float_plan(shape, *get_geometry(shape), bias))
+        _plan_static(ctx, plan)
+
+        def run_planned() -> None:
+            x = v[x_i]
+            xs = q.shifted(x) if shift_input else x.astype(np.float32)
+            v[o] = q.output(plan(x.shape).run(xs), bias_added=bias is not None)
+        return run_planned
 
     def run() -> None:
         x = v[x_i]
@@ -588,6 +617,21 @@ def _quantized_window_run(ctx: KernelContext, q: _QuantConv, filt: tuple[int, in
         win = window_view(pad_spatial(q.shifted(x), pads), filt, strides, dils, out)
         v[o] = q.output(compute(win, m)).reshape(shape)
     return run
+
+
+def _check_int4_filter(ctx: KernelContext) -> None:
+    """An INT4 filter (unpacked by the loader) is read as INT8 by _QuantConv where LiteRT 2.3 runs its
+    int8 kernels on the unpacked values: CONV_2D with an INT8 or INT16 input (per channel
+    or per tensor, zero points 0), DEPTHWISE_CONV_2D with an INT8 input. LiteRT's other INT4
+    combinations compute something else: its uint8 CONV_2D reads the unpacked values as uint8 bytes
+    (-1 as 255), its uint8 and 16x8 DEPTHWISE_CONV_2D read the packed bytes; onert-py refuses them."""
+    if ctx.input_tensor(1).type_name != "INT4":
+        return
+    op, kind = ctx.op.opcode, ctx.input_tensor(0).type_name
+    allowed = ("INT8", "INT16") if op == "CONV_2D" else ("INT8",)
+    if kind not in allowed:
+        raise ctx.fail(f"an INT4 filter needs an {' or '.join(allowed)} input for a quantized {op}, not "
+                       f"{kind} (LiteRT's {kind} kernel does not compute with the int4 values)")
 
 
 @CPU.register_quantized("CONV_2D", dtypes=("int8", "uint8", "int16"))
@@ -603,6 +647,7 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
         raise ctx.fail(f"output channels {cout} are not a multiple of the {groups} groups")
     strides, dils = _strides_dilations(ctx)
     k = kh * kw * cin_f
+    _check_int4_filter(ctx)
     q = _QuantConv(ctx, w, cout, 0, k, bias_required=True)
     # LiteRT's optimized kernel (one GEMM on ruy) runs ungrouped convolutions; grouped ones and int64
     # biases run on the reference kernel.
@@ -616,7 +661,11 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
             return np.matmul(win.reshape(m, k), w_mat[0])
         g_win = np.moveaxis(win.reshape(win.shape[:-1] + (groups, cin_f)), -2, 0).reshape(groups, m, k)
         return np.matmul(g_win, w_mat).transpose(1, 0, 2).reshape(m, cout)
-    return _quantized_window_run(ctx, q, (kh, kw), groups * cin_f, cout, strides, dils, im2col)
+
+    def float_plan(shape, out, pads, bias):
+        return ConvPlan(shape, w_mat[0], (kh, kw), strides, dils, out, pads, bias, ctx.runtime)
+    return _quantized_window_run(ctx, q, (kh, kw), groups * cin_f, cout, strides, dils, im2col,
+                                 float_plan if groups == 1 else None, q.w.reshape(cout, -1).sum(axis=1))
 
 
 @shape_rule("CONV_2D", "DEPTHWISE_CONV_2D")
@@ -675,6 +724,9 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2, 3)
     if is_hybrid(ctx):
         return _depthwise_conv_2d_hybrid(ctx)
+    if _int4_hybrid(ctx):
+        raise ctx.fail("a hybrid DEPTHWISE_CONV_2D (float32 input) needs an INT8 filter, not INT4 (LiteRT "
+                       "runs none with an INT4 filter)")
     dt = check_same_types(ctx, 0, 1, 2, optional=(2,))
     w = _const_filter(ctx, 1, 4)
     one, kh, kw, cout = w.shape
@@ -771,6 +823,7 @@ def depthwise_conv_2d_quantized(ctx: KernelContext) -> Run:
         raise ctx.fail(f"an INT16 DEPTHWISE_CONV_2D needs depth_multiplier {mult} (filter channels / "
                        f"input channels), has {ctx.options.get('depth_multiplier', 0)}")
     strides, dils = _strides_dilations(ctx)
+    _check_int4_filter(ctx)
     q = _QuantConv(ctx, w, cout, 3, kh * kw, bias_required=False)
     taps = q.w.reshape(kh, kw, cin, mult).astype(q.float)   # output channel c*M + m reads channel c
     if ctx.input_tensor(0).type_name == "INT8":
@@ -780,7 +833,12 @@ def depthwise_conv_2d_quantized(ctx: KernelContext) -> Run:
 
     def einsum(win: np.ndarray, m: int) -> np.ndarray:
         return np.einsum("nhwijc,ijcm->nhwcm", win, taps).reshape(m, cout)
-    return _quantized_window_run(ctx, q, (kh, kw), cin, cout, strides, dils, einsum)
+
+    def float_plan(shape, out, pads, bias):
+        return DepthwisePlan(shape, mult, taps.reshape(kh, kw, cout), bias, strides, dils, out, pads,
+                             ctx.runtime)
+    return _quantized_window_run(ctx, q, (kh, kw), cin, cout, strides, dils, einsum, float_plan,
+                                 q.w.reshape(-1, cout).sum(axis=0))
 
 
 def _transpose_conv_plan(w_shape, sh: int, sw: int, padding: int, check_input: bool = False) -> Callable:
@@ -834,6 +892,11 @@ def transpose_conv(ctx: KernelContext) -> Run:
     out[n, ih*s + kh - pad_top, iw*s + kw - pad_left, o] += x[n, ih, iw, c] * filter[o, kh, kw, c]
     """
     ctx.expect_inputs(3, 4)
+    x_t, w_t = ctx.input_tensor(2), ctx.input_tensor(1)
+    if x_t.dtype == _F32 and w_t.type_name == "INT8" and qparams(w_t) is not None:
+        return _transpose_conv_hybrid(ctx)
+    if w_t.type_name == "INT4":
+        raise ctx.fail("TRANSPOSE_CONV takes no INT4 filter (LiteRT's wants FLOAT32 or INT8 weights)")
     check_same_types(ctx, 2, 1, 3, optional=(3,))
     w, sh, sw, padding = _transpose_conv_operands(ctx)
     cout, kh, kw, cin = w.shape
@@ -868,6 +931,87 @@ def transpose_conv(ctx: KernelContext) -> Run:
             y += bias
         if act is not None:
             act(y)
+        v[o_i] = y
+    return run
+
+
+def _transpose_conv_hybrid(ctx: KernelContext) -> Run:
+    """TRANSPOSE_CONV with a float32 input and output, an int8 filter (per tensor or per output channel)
+    and an optional float32 bias, as LiteRT's EvalHybrid (reference HybridTransposeConv): each batch
+    image quantized asymmetrically (hybrid_quantize_rows), then every input value's contribution
+    float32((q - offset) * filter) * filter scale[o] * image scale, in float32, added to the output in
+    LiteRT's scatter order (input row, column, channel ascending: filter taps from the last to the first,
+    channels ascending), then the bias, clamped. The filter's zero point is not read."""
+    w, sh, sw, padding = _transpose_conv_operands(ctx)
+    cout, kh, kw, _ = w.shape
+    if ctx.output_tensor(0).dtype != _F32:
+        raise ctx.fail(f"a hybrid TRANSPOSE_CONV (float32 input, int8 filter) has a float32 output, not "
+                       f"{ctx.output_tensor(0).type_name}")
+    bias = None
+    if ctx.has_input(3):
+        b_t = ctx.input_tensor(3)
+        if b_t.dtype != _F32:
+            raise ctx.fail(f"the bias of a hybrid TRANSPOSE_CONV must be float32, not {b_t.type_name}")
+        bias = _bias(ctx, 3, cout).astype(np.float32)
+    code = ctx.options.get("fused_activation_function", 0) or 0
+    if code not in _HYBRID_CLAMPS:
+        raise ctx.fail(f"a hybrid TRANSPOSE_CONV supports the fused activations NONE, RELU, RELU_N1_TO_1 "
+                       f"and RELU6, not {code}")
+    lo, hi = (np.float32(b) for b in _HYBRID_CLAMPS[code])
+    qw = qparams(ctx.input_tensor(1))
+    scales = qw.scale.astype(np.float32)
+    if scales.size == 1:
+        scales = np.full(cout, scales[0], np.float32)
+    elif qw.axis != 0 or scales.size != cout:
+        raise ctx.fail(f"per-channel hybrid filter scales must be one per output channel along dimension "
+                       f"0: have {scales.size} along dimension {qw.axis}")
+    # per tap, [C, O] in LiteRT's order: taps from the last to the first
+    taps_w = [(i, j, np.ascontiguousarray(w[:, i, j, :].T, dtype=np.float32))
+              for i in reversed(range(kh)) for j in reversed(range(kw))]
+    get_plan = _cached(_transpose_conv_plan(w.shape, sh, sw, padding, check_input=True))
+    os_const = ctx.const(0)
+    out_key = None
+    if os_const is not None:
+        if os_const.size != 4:
+            raise ctx.fail(f"output_shape must hold 4 values, has {os_const.size}")
+        out_key = tuple(int(d) for d in os_const.reshape(-1))
+        x_t = ctx.input_tensor(2)
+        if not x_t.is_dynamic:
+            try:
+                get_plan((tuple(x_t.shape), out_key))
+            except ValueError as e:
+                raise ctx.fail(str(e)) from None
+    s_i, x_i = ctx.inputs[0], ctx.inputs[2]
+    (o_i,) = ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = v[x_i]
+        ok = out_key if out_key is not None else tuple(int(d) for d in np.ravel(v[s_i]))
+        try:
+            full, tap_slices, crop = get_plan((x.shape, ok))
+        except ValueError as e:
+            raise ValueError(f"TRANSPOSE_CONV: {e}") from None
+        n = x.shape[0]
+        buf = np.zeros(full, np.float32)
+        if x.size:
+            q, sf, offset = hybrid_quantize_rows(x.reshape(n, -1), True)
+            xs = (q - offset[:, None]).astype(np.float32).reshape(x.shape)[..., None]   # [N, H, W, C, 1]
+            s = sf[:, None, None, None, None]
+            slices = {(i, j): sl for i, j, sl in tap_slices}
+            for i, j, wt in taps_w:
+                term = xs * wt                      # exact: |(q - offset) * w| < 2**16
+                term *= scales
+                term *= s
+                sl = slices[(i, j)]
+                # the output's running sum, then this tap's channels one by one (a sequential float32 sum)
+                seq = np.concatenate([buf[sl][:, :, :, None, :], term], axis=3)
+                buf[sl] = np.add.accumulate(seq, axis=3)[:, :, :, -1, :]
+        y = np.ascontiguousarray(buf[crop])
+        if bias is not None:
+            y += bias
+        np.maximum(y, lo, out=y)
+        np.minimum(y, hi, out=y)
         v[o_i] = y
     return run
 

@@ -198,3 +198,123 @@ def test_hybrid_depthwise_conv_2d_refusals():
                      depth_multiplier=1)
     with pytest.raises(PrepareError, match="needs a bias"):
         onert_py.infer.session(mb.to_bytes("tflite"))
+
+
+# -------------------------------------------------------------------------------- hybrid TRANSPOSE_CONV
+#
+# LiteRT's EvalHybrid: each batch image quantized asymmetrically to int8, every input value's
+# contribution float32((q - offset) * w) * filter scale[o] * image scale added to the output in float32
+# in its scatter order, then the bias, clamped. onert-py keeps that order, so outputs are equal.
+
+def _transpose_model(n, out_hw, cin, w, w_q, bias, padding, strides, act, dynamic_shape=False):
+    cout, kh, kw, _ = w.shape
+    h = conv_output_size(out_hw[0], kh, strides[0], 1, padding)
+    wd = conv_output_size(out_hw[1], kw, strides[1], 1, padding)
+    shape = np.array([n, out_hw[0], out_hw[1], cout], np.int32)
+    inputs = [("s", [4], np.int32) if dynamic_shape else ("const", shape), ("const", w, w_q),
+              ("x", [n, h, wd, cin], np.float32)] + ([("const", bias)] if bias is not None else [])
+    mb = single_op_model("TRANSPOSE_CONV", inputs, [("o", [n, out_hw[0], out_hw[1], cout], np.float32)],
+                         padding=padding, stride_h=strides[0], stride_w=strides[1], fused_activation_function=act)
+    return mb, (n, h, wd, cin), shape
+
+
+TRANSPOSE_CASES = [  # (n, output H x W, cin, cout, (kh, kw), padding, strides, act, magnitude)
+    (2, (7, 6), 5, 8, (3, 3), SAME, (2, 2), 0, 1.0),
+    (1, (9, 9), 3, 4, (3, 3), VALID, (2, 2), 1, 10.0),
+    (3, (5, 8), 7, 3, (2, 4), SAME, (1, 2), 3, 0.01),
+    (1, (12, 10), 17, 11, (4, 3), VALID, (3, 2), 2, 100.0),
+    (2, (6, 6), 4, 6, (1, 1), SAME, (1, 1), 0, 1e-3),
+    (1, (20, 20), 32, 16, (3, 3), SAME, (2, 2), 0, 1.0),        # 32 channels summed per tap
+]
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.8], ids=["centred", "offset"])
+@pytest.mark.parametrize("mode", ["tensor", "channel"])
+@pytest.mark.parametrize("case", range(len(TRANSPOSE_CASES)))
+def test_hybrid_transpose_conv_bit_exact(case, mode, offset):
+    n, out_hw, cin, cout, (kh, kw), padding, strides, act, mag = TRANSPOSE_CASES[case]
+    r = rng(700 + case)
+    w, wq = _filter(r, (cout, kh, kw, cin), 0, mode)
+    bias = None if case == 2 else (r.standard_normal(cout) * mag).astype(np.float32)
+    mb, x_shape, _ = _transpose_model(n, out_hw, cin, w, wq, bias, padding, strides, act)
+    _check(mb, _inputs(r, x_shape, mag, offset))
+
+
+def test_hybrid_transpose_conv_equal_channel_scales_and_dynamic_output_shape():
+    r = rng(750)
+    w, wq = _filter(r, (5, 3, 2, 4), 0, "equal")
+    mb, x_shape, shape = _transpose_model(2, (8, 7), 4, w, wq, r.standard_normal(5).astype(np.float32), SAME,
+                                          (2, 3), 0, dynamic_shape=True)
+    for x in _inputs(r, x_shape, 1.0, 0.3):
+        expected = run_litert_builtin(mb, [shape, x])
+        for fmt in FORMATS:
+            np.testing.assert_array_equal(run_onert(mb, [shape, x], fmt)[0], expected[0])
+
+
+def test_hybrid_transpose_conv_refusals():
+    r = rng(760)
+    w, wq = _filter(r, (4, 3, 3, 2), 0, "channel")
+    x = np.ones((1, 3, 3, 2), np.float32)
+    # two scales along the input channels: LiteRT accepts them and reads them per output channel, past
+    # the end of the two
+    mb, _, _ = _transpose_model(1, (5, 5), 2, w, (wq[0][:2], wq[1][:2], 3), None, SAME, (2, 2), 0)
+    with pytest.raises(PrepareError, match="one per output channel"):
+        run_onert(mb, [x])
+    # an int32 bias: LiteRT wants the input's type
+    mb, _, _ = _transpose_model(1, (5, 5), 2, w, wq, np.zeros(4, np.int32), SAME, (2, 2), 0)
+    with pytest.raises(RuntimeError):
+        run_litert_builtin(mb, [x])
+    with pytest.raises(PrepareError, match="must be float32"):
+        run_onert(mb, [x])
+    # an output_shape the input does not fit: LiteRT refuses it
+    mb, _, _ = _transpose_model(1, (5, 5), 2, w, wq, None, SAME, (2, 2), 0)
+    mb.subgraphs[0].tensors[0].data = np.array([1, 9, 9, 4], np.int32)
+    with pytest.raises(RuntimeError):
+        run_litert_builtin(mb, [x])
+    with pytest.raises(PrepareError, match="needs an input of spatial size"):
+        run_onert(mb, [x])
+
+
+# ------------------------------------------------------------------------------ hybrid INT4 filters
+
+def _as_int4(mb):
+    """The model's filter (tensor 1) folded into [-8, 7] and stored as INT4."""
+    t = mb.subgraphs[0].tensors[1]
+    w = (np.asarray(t.data, np.int16) % 16 - 8).astype(np.int8)
+    w.reshape(-1)[:2] = (-8, 7)
+    t.data, t.type_name = w, "INT4"
+    return mb
+
+
+@pytest.mark.parametrize("mode", ["tensor", "equal", "channel"])
+@pytest.mark.parametrize("case", [0, 1, 3, 4])
+def test_hybrid_conv_2d_int4_filter_bit_exact(case, mode):
+    """LiteRT's hybrid CONV_2D unpacks an INT4 filter and runs as with INT8."""
+    x_shape, (cout, kh, kw), padding, strides, dils, act, mag = CONV_CASES[case]
+    r = rng(800 + case)
+    w, wq = _filter(r, (cout, kh, kw, x_shape[-1]), 0, mode)
+    mb = _as_int4(_conv_model(x_shape, w, wq, (r.standard_normal(cout) * mag).astype(np.float32), padding,
+                              strides, dils, act))
+    _check(mb, _inputs(r, x_shape, mag, 0.5))
+
+
+def test_hybrid_int4_filter_refusals():
+    r = rng(810)
+    x = r.standard_normal((1, 5, 5, 4)).astype(np.float32)
+    # DEPTHWISE_CONV_2D: LiteRT fails at its first run
+    w, wq = _filter(r, (1, 3, 3, 4), 3, "channel")
+    mb = _as_int4(_conv_model((1, 5, 5, 4), w, wq, np.zeros(4, np.float32), SAME, (1, 1), (1, 1), 0,
+                              op="DEPTHWISE_CONV_2D", depth_multiplier=1))
+    with pytest.raises(RuntimeError, match="INT4"):
+        run_litert_builtin(mb, [x])
+    with pytest.raises(PrepareError, match="needs an INT8 filter, not INT4"):
+        run_onert(mb, [x])
+    # TRANSPOSE_CONV: LiteRT's Prepare wants float32 or int8 weights
+    w, wq = _filter(r, (3, 3, 3, 4), 0, "channel")
+    mb, x_shape, _ = _transpose_model(1, (9, 9), 4, w, wq, None, SAME, (2, 2), 0)
+    x = r.standard_normal(x_shape).astype(np.float32)
+    _as_int4(mb)
+    with pytest.raises(RuntimeError):
+        run_litert_builtin(mb, [x])
+    with pytest.raises(PrepareError, match="no INT4 filter"):
+        run_onert(mb, [x])

@@ -265,3 +265,117 @@ def test_depthwise_refuses_what_litert_refuses():
     # LiteRT's 16x8 kernel reads the multiplier from the option: a wrong one gives garbage there
     _refused(*_model("DEPTHWISE_CONV_2D", "int16", mult=2, depth_multiplier=1), "depth_multiplier 2",
              litert_refuses=False)
+
+
+# ------------------------------------------------------------------------------------ INT4 filters
+#
+# LiteRT 2.3 unpacks an INT4 filter (two values per byte, low nibble first) and runs its int8 kernels on
+# the values: CONV_2D with an int8 or int16 input, DEPTHWISE_CONV_2D with an int8 input, per channel or
+# per tensor. Its other INT4 combinations run but compute something else, and onert-py refuses them.
+
+def _int4_model(op, kind, **kw):
+    """_model with its filter stored as INT4: the random values folded into [-8, 7], both ends present."""
+    mb, x = _model(op, kind, **kw)
+    t = mb.subgraphs[0].tensors[1]
+    w = (np.asarray(t.data, np.int16) % 16 - 8).astype(np.int8)
+    flat = w.reshape(-1)
+    flat[0], flat[-1] = -8, 7
+    t.data, t.dtype, t.type_name = w, np.dtype(np.int8), "INT4"
+    return mb, x
+
+
+def _check_int4(op, kind, **kw):
+    mb, x = _int4_model(op, kind, **kw)
+    return check_builtin(mb, [x])[0]
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+@pytest.mark.parametrize("geometry", _GEOMETRY)
+@pytest.mark.parametrize("act", _ACTS)
+def test_int4_filter_int8(op, geometry, act):
+    pad, stride, dil = geometry
+    _check_int4(op, "int8", seed=act * 10 + _GEOMETRY.index(geometry), pad=pad, stride=stride, dil=dil,
+                act=act, q_out=(0.02, -3), mult=2)
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+@pytest.mark.parametrize("zp_in,zp_out", [(-128, 127), (127, -128), (0, 0)])
+@pytest.mark.parametrize("out_scale", [0.0005, 0.01, 2.0])    # multipliers far above 1, around, below
+@pytest.mark.parametrize("per_tensor", [False, True])
+def test_int4_filter_int8_zero_points_scales_and_saturation(op, zp_in, zp_out, out_scale, per_tensor):
+    scales = [0.04] if per_tensor else [0.3, 0.002, 0.05, 0.0004, 1e-5, 0.9] * 2
+    out = _check_int4(op, "int8", seed=zp_in & 7, q_in=(0.05, zp_in), q_out=(out_scale, zp_out),
+                      w_scales=scales[:1] if per_tensor else scales[:12 if op != "CONV_2D" else 4],
+                      cout=4, mult=2)
+    if out_scale == 0.0005:
+        assert np.any(out == -128) or np.any(out == 127)     # saturated
+
+
+@pytest.mark.parametrize("cin,mult", [(1, 1), (7, 1), (8, 1), (5, 2), (3, 3), (13, 1)])
+def test_int4_filter_depthwise_channel_counts(cin, mult):
+    """Blocks of 8 channels (SIMD rounding) and the rest (reference rounding), as for int8 filters."""
+    _check_int4("DEPTHWISE_CONV_2D", "int8", seed=cin * 7 + mult, x_shape=(2, 8, 9, cin), mult=mult,
+                q_out=(0.01, -7), stride=(1, 2))
+
+
+@pytest.mark.parametrize("shape,k,cout,groups", [((1, 5, 7, 3), (1, 1), 5, 1), ((3, 1, 11, 2), (1, 4), 3, 1),
+                                                 ((2, 3, 5, 7), (5, 2), 9, 1), ((2, 7, 6, 6), (3, 3), 6, 3)])
+def test_int4_filter_conv2d_odd_shapes_and_groups(shape, k, cout, groups):
+    """Odd element counts (the last byte half used), a filter taller than the input, grouped (LiteRT's
+    reference kernel)."""
+    _check_int4("CONV_2D", "int8", seed=sum(shape), x_shape=shape, k=k, cout=cout, groups=groups,
+                stride=(1, 2), q_out=(0.01, 2))
+
+
+@pytest.mark.parametrize("geometry", _GEOMETRY[:3])
+@pytest.mark.parametrize("act", _ACTS)
+@pytest.mark.parametrize("bias", [np.int64, np.int32])
+def test_int4_filter_conv2d_int16x8(geometry, act, bias):
+    """16x8 CONV_2D with an INT4 filter: the int64-bias reference kernel and the int32-bias optimized one."""
+    pad, stride, dil = geometry
+    extra = {"quantized_bias_type": 2} if bias == np.int32 else {}
+    _check_int4("CONV_2D", "int16", seed=act * 10 + _GEOMETRY.index(geometry), pad=pad, stride=stride,
+                dil=dil, act=act, q_out=(2.0 ** -8, 0), bias=bias, **extra)
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+def test_int4_filter_computes_what_int8_storage_computes(op):
+    mb4, x = _int4_model(op, "int8", seed=21, q_out=(0.02, 5))
+    mb8, _ = _model(op, "int8", seed=21, q_out=(0.02, 5))
+    mb8.subgraphs[0].tensors[1].data = np.array(mb4.subgraphs[0].tensors[1].data, np.int8)
+    np.testing.assert_array_equal(run_onert(mb4, [x])[0], run_onert(mb8, [x])[0])
+
+
+def test_int4_filter_refusals():
+    # CONV_2D's int8 filter zero points must be 0: LiteRT fails at prepare
+    _refused(*_int4_model("CONV_2D", "int8", w_zp=1), "zero points 0")
+    # LiteRT runs these, but its uint8 CONV_2D reads the unpacked values as uint8 bytes, and its uint8
+    # and 16x8 DEPTHWISE_CONV_2D read the packed bytes: not the int4 values' convolution
+    _refused(*_int4_model("CONV_2D", "uint8", w_scales=0.01), "INT8 or INT16 input", litert_refuses=False)
+    _refused(*_int4_model("DEPTHWISE_CONV_2D", "uint8", w_scales=0.01), "needs an INT8 input",
+             litert_refuses=False)
+    _refused(*_int4_model("DEPTHWISE_CONV_2D", "int16", mult=1), "needs an INT8 input", litert_refuses=False)
+
+
+def test_int4_depthwise_ignores_filter_zero_point_as_litert():
+    _check_int4("DEPTHWISE_CONV_2D", "int8", seed=9, w_zp=3, mult=1)
+
+
+# ------------------------------------------------------------------------------------------- CONV_3D
+
+@pytest.mark.parametrize("kind", [np.int8, np.int16])
+def test_quantized_conv3d_is_refused_as_litert(kind):
+    """LiteRT 2.3's CONV_3D runs float32 only (conv3d.cc: the input must be FLOAT32): onert-py has no
+    quantized CONV_3D kernel and says so at prepare."""
+    from onert_py.errors import UnsupportedOpError
+    g = rng(3)
+    w = g.integers(-127, 128, (2, 2, 2, 2, 3)).astype(np.int8)
+    b = np.zeros(3, np.int32 if kind == np.int8 else np.int64)
+    mb = single_op_model("CONV_3D", [("x", [1, 4, 4, 4, 2], kind, (0.1, 0)), ("const", w, (0.02, 0)),
+                                     ("const", b, (0.002, 0))],
+                         [("y", [1, 3, 3, 3, 3], kind, (0.2, 0))], padding=VALID)
+    x = g.integers(-100, 100, (1, 4, 4, 4, 2)).astype(kind)
+    with pytest.raises(RuntimeError, match="FLOAT32"):
+        run_litert_builtin(mb, [x])
+    with pytest.raises(UnsupportedOpError, match=r"CONV_3D \(quantized int(8|16)\)"):
+        run_onert(mb, [x])

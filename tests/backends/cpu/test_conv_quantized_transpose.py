@@ -130,3 +130,14 @@ def test_refusals_match_litert(name):
     _refused_by_litert(mb, x)
     with pytest.raises(PrepareError, match=msg):
         run_onert(mb, [x])
+
+
+@pytest.mark.parametrize("kind", ["int8", "int16"])
+def test_int4_filter_is_refused_as_litert(kind):
+    """LiteRT's TRANSPOSE_CONV takes no INT4 filter (its Prepare wants INT8 weights)."""
+    mb, x = _model(kind, seed=4)
+    t = mb.subgraphs[0].tensors[1]
+    t.data, t.type_name = (np.asarray(t.data, np.int16) % 16 - 8).astype(np.int8), "INT4"
+    _refused_by_litert(mb, x)
+    with pytest.raises(PrepareError, match="INT8 filter, not INT4"):
+        run_onert(mb, [x])
