@@ -264,10 +264,287 @@ _H_STATE, _C_STATE, _LN = 18, 19, (20, 21, 22, 23)
 
 def _lstm_cell(ctx: KernelContext, n_input: int) -> _LstmCell:
     ctx.expect_inputs(20, 24)
+    if _is_hybrid_lstm(ctx):
+        return _HybridLstmCell(ctx, n_input)
     _require_float(ctx)
     return _LstmCell(ctx, w=_W, r=_R, peep=_PEEP, bias=_BIAS, proj=_PROJ,
                      ln=_LN if len(ctx.inputs) == 24 else None, aux_w=None, n_input=n_input,
                      diagonal=bool(ctx.options.get("diagonal_recurrent_tensors", False)))
+
+
+def _hybrid_matmul(y: np.ndarray, x: np.ndarray, weights: tuple, asymmetric: bool, per_row: bool) -> np.ndarray:
+    """y + LiteRT's hybrid MatrixBatchVectorMultiplyAccumulate of float32 rows x [B, d] with int8 weights
+    ([d, cols] float64, row sums [cols], float32 scales [cols]): the rows quantized (hybrid_quantize_rows),
+    acc exact (minus the row's offset * the weight row's sum), y += float32(acc) * float32(sf * scale).
+    LiteRT skips an all-zero x: the whole batch at once, or each row on its own when `per_row`."""
+    zero = ~x.any(axis=1)
+    if not per_row and not zero.all():
+        zero[:] = False
+    if zero.all():
+        return y
+    wt, row_sums, w_scale = weights
+    q, sf, offset = hybrid_quantize_rows(x, asymmetric)
+    acc = np.matmul(q.astype(np.float64), wt).astype(np.int64)
+    if asymmetric:
+        acc -= offset[:, None] * row_sums[None, :]
+    scale = (sf[:, None] * w_scale[None, :]).astype(_F32)
+    add = (y + (wrap_int32(acc).astype(_F32) * scale).astype(_F32)).astype(_F32)
+    return np.where(zero[:, None], y, add) if zero.any() else add
+
+
+def _f32_madd(a, b, c) -> np.ndarray:
+    """a * b + c in float32, two roundings (Eigen's pmadd without FMA, as LiteRT's x86 build)."""
+    return (np.multiply(a, b, dtype=_F32) + c).astype(_F32)
+
+
+def _eigen_logistic(x: np.ndarray, scalar: np.ndarray | None = None) -> np.ndarray:
+    """Eigen's vectorised float logistic (scalar_logistic_op<float>::packetOp), which LiteRT's
+    ApplySigmoidToVector runs: x halved and clamped at 16.6355324, exp(x/2) by a Cephes range reduction
+    and a degree-5 polynomial, squared, e / (1 + e); 0 below -104. Bit-exact with LiteRT's LOGISTIC on
+    vectorised elements. Eigen computes the elements before the first 16-byte aligned one and after the
+    last whole packet of 4 as exp(x) / (1 + exp(x)) (x capped at 16.6355324, exp correctly rounded):
+    those are where `scalar` is True."""
+    x = np.asarray(x, _F32)
+    h = (np.minimum(x, np.float32(16.6355324)) * np.float32(0.5)).astype(_F32)
+    m = np.floor(_f32_madd(h, np.float32(1.44269504088896341), np.float32(0.5)))
+    r = _f32_madd(m, np.float32(-0.693359375), h)
+    r = _f32_madd(m, np.float32(2.12194440e-4), r)
+    r2 = (r * r).astype(_F32)
+    p_even = _f32_madd(r2, np.float32(4.1898667812347412109375e-2), np.float32(0.49999141693115234375))
+    p_odd = _f32_madd(r2, np.float32(8.33471305668354034423828125e-3), np.float32(0.16666877269744873046875))
+    p = _f32_madd(r, p_odd, p_even)
+    p = _f32_madd(r2, p, (r + _ONE).astype(_F32))
+    e = (p * np.exp2(m)).astype(_F32)          # m in [-76, 12]: 2**m exact, no denormals
+    e = (e * e).astype(_F32)
+    y = (e / (_ONE + e)).astype(_F32)
+    y[x < np.float32(-104)] = 0
+    if scalar is not None and scalar.any():
+        es = np.exp(np.minimum(x, np.float32(16.6355324)).astype(np.float64)).astype(_F32)
+        y = np.where(scalar, (es / (_ONE + es)).astype(_F32), y)
+    return y
+
+
+def _eigen_scalar_mask(length: int, offset: int) -> np.ndarray:
+    """The elements of a float vector of `length` starting `offset` floats into a 16-byte aligned buffer
+    that Eigen's vectorised assignment (packets of 4, SSE) computes one at a time: the head before the
+    first aligned element and the tail after the last whole packet."""
+    head = min((-offset) % 4, length)
+    idx = np.arange(length)
+    return (idx < head) | (idx >= head + (length - head) // 4 * 4)
+
+
+_TANH_P = tuple(np.float32(v) for v in (1.394553628e-8, 2.102733560e-5, 3.520756727e-3, 1.340216100e-1))
+_TANH_Q = tuple(np.float32(v) for v in (8.015776984e-7, 3.326951409e-4, 2.597254514e-2, 4.673548340e-1, 1.0))
+
+
+def _eigen_tanh(x: np.ndarray) -> np.ndarray:
+    """Eigen's float tanh (ptanh_float, EIGEN_FAST_MATH, no FMA), which LiteRT's ApplyTanhToVector runs:
+    x clamped to +-7.90738964, a [9/8] rational in x (Horner in x^2), its scalar and vector paths alike."""
+    c = np.float32(7.90738964080810547)
+    x = np.clip(np.asarray(x, _F32), -c, c)
+    x2 = (x * x).astype(_F32)
+    x3 = (x2 * x).astype(_F32)
+    p = np.full_like(x2, _TANH_P[0])
+    for a in _TANH_P[1:]:
+        p = _f32_madd(p, x2, a)
+    q = np.full_like(x2, _TANH_Q[0])
+    for b in _TANH_Q[1:]:
+        q = _f32_madd(q, x2, b)
+    return (_f32_madd(x3, p, x) / q).astype(_F32)
+
+
+def _is_hybrid_lstm(ctx: KernelContext) -> bool:
+    """A float32 input with int8 input_to_forget_weights (input 2; input 1 is omitted by CIFG) that carry
+    quantization: LiteRT's hybrid LSTM."""
+    x_t, w_t = ctx.input_tensor(0), ctx.input_tensor(2)
+    return (x_t is not None and w_t is not None and x_t.dtype == _F32 and w_t.type_name == "INT8"
+            and qparams(w_t) is not None)
+
+
+class _HybridLstmCell:
+    """The hybrid (dynamic-range) LSTM step of LiteRT's lstm_eval LstmStepHybrid: float32 input, states,
+    biases, layer norm coefficients and output; int8 gate, recurrent, peephole and projection weights with
+    one scale each. Per gate, in float32 in LiteRT's order:
+
+        gate = bias (0 with layer norm); + the input part unless the input is all 0 (the rows quantized as
+        hybrid_quantize_rows, float32(acc) * float32(row scale * weight scale)); + the same for the output
+        state unless it is all 0; + float32(int8 peephole * scale) .* c; layer norm (sequential float32
+        sums, (x - mean) * 1/sqrt(var + 1e-8)) * coefficients + bias; the activation.
+        c' = f .* c + i .* g (CIFG: + g .* (1 - f)), clipped; the output gate reads c'.
+        h' = o .* act(c') (o .* g without an activation, as LiteRT); with projection h' = bias (or 0)
+        + the quantized product of h' unless it is all 0, clipped.
+
+    The zero tests (input, state, the projection's input) are over the step's whole batch, or each row
+    on its own when `skip_per_row` (LiteRT steps a batch-major sequence one row at a time)."""
+
+    def __init__(self, ctx: KernelContext, n_input: int):
+        opts = ctx.options
+        for k in (0, _H_STATE, _C_STATE):
+            t = ctx.input_tensor(k) if ctx.has_input(k) else None
+            if t is not None and t.dtype != _F32:
+                raise ctx.fail(f"input {k} has type {t.dtype.name}; a hybrid LSTM needs float32")
+        if ctx.output_dtype(0) != _F32:
+            raise ctx.fail(f"output 0 has type {ctx.output_dtype(0).name}; a hybrid LSTM needs float32")
+        if opts.get("diagonal_recurrent_tensors", False):
+            raise ctx.fail("diagonal recurrent weights are not supported by a hybrid LSTM")
+        act_code = opts.get("fused_activation_function", 0)
+        self.act = _eigen_tanh if act_code == 4 else _activation(act_code)
+        self.act_none = act_code == 0
+        self.cell_clip = np.float32(opts.get("cell_clip", 0.0) or 0.0)
+        self.proj_clip = np.float32(opts.get("proj_clip", 0.0) or 0.0)
+        self.asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
+        self.skip_per_row = False
+        self._masks: dict = {}
+        names = ("input", "forget", "cell", "output")
+        self.cifg = not ctx.has_input(_W[0])
+        if self.cifg != (not ctx.has_input(_R[0])):
+            raise ctx.fail("input_to_input_weights and recurrent_to_input_weights must be both given or "
+                           "both omitted (CIFG)")
+        gates = (1, 2, 3) if self.cifg else (0, 1, 2, 3)
+        self.k = k = len(gates)
+
+        def int8(i: int, name: str, shape=None) -> tuple[np.ndarray, np.float32]:
+            t = ctx.input_tensor(i)
+            q = qparams(t)
+            if t.type_name != "INT8" or q is None:
+                raise ctx.fail(f"input {i} ({name}) of a hybrid LSTM must be int8 with quantization, is "
+                               f"{t.type_name}{'' if q is not None else ' without quantization'}")
+            w = ctx.const(i)
+            if w is None:
+                raise ctx.fail(f"input {i} ({name}) must be a constant tensor")
+            w = np.asarray(w, np.int8)
+            if shape is not None and tuple(w.shape) != tuple(shape):
+                raise ctx.fail(f"input {i} ({name}) has shape {list(w.shape)}, expected {list(shape)}")
+            return w, _hybrid_weight_scale(ctx, i, name)
+
+        def float32(i: int, name: str, shape) -> np.ndarray | None:
+            if ctx.has_input(i) and ctx.input_tensor(i).dtype != _F32:
+                raise ctx.fail(f"input {i} ({name}) of a hybrid LSTM must be float32, is "
+                               f"{ctx.input_tensor(i).type_name}")
+            return _weight(ctx, i, name, shape, optional=True)
+
+        w_f, _ = int8(_W[1], "input_to_forget_weights")
+        if w_f.ndim != 2:
+            raise ctx.fail(f"input_to_forget_weights must be 2-D, has shape {list(w_f.shape)}")
+        n_cell = w_f.shape[0]
+        p_w = None
+        if ctx.has_input(_PROJ[0]):
+            p_w, p_scale = int8(_PROJ[0], "projection_weights")
+            if p_w.ndim != 2 or p_w.shape[1] != n_cell:
+                raise ctx.fail(f"projection_weights has shape {list(p_w.shape)}, expected [n_output, {n_cell}]")
+        n_output = p_w.shape[0] if p_w is not None else n_cell
+        self.n_cell, self.n_output = n_cell, n_output
+
+        def matrix(idx: Sequence[int], kind: str, cols: int) -> tuple:
+            ws = [int8(idx[g], f"{kind}_to_{names[g]}_weights", (n_cell, cols)) for g in gates]
+            w = np.concatenate([m for m, _ in ws], axis=0)                           # [k*n_cell, cols]
+            scales = np.repeat(np.array([s for _, s in ws], _F32), n_cell)
+            return (np.ascontiguousarray(w.T.astype(np.float64)), w.astype(np.int64).sum(axis=1), scales)
+
+        self.w = matrix(_W, "input", n_input)
+        self.r = matrix(_R, "recurrent", n_output)
+        for g in gates:
+            if ctx.has_input(_BIAS[g]) is False:
+                raise ctx.fail(f"input {_BIAS[g]} ({names[g]}_gate_bias) is required")
+        self.b = np.stack([float32(_BIAS[g], f"{names[g]}_gate_bias", (n_cell,)) for g in gates])
+
+        # Peepholes, dequantized once (float32(int8) * scale): i and f read c, o reads c'.
+        self.peep_if = self.peep_o = None
+        if ctx.has_input(_PEEP[1]):
+            peeps = [] if self.cifg else [int8(_PEEP[0], "cell_to_input_weights", (n_cell,))]
+            peeps += [int8(_PEEP[1], "cell_to_forget_weights", (n_cell,))]
+            self.peep_if = np.stack([(w.astype(_F32) * s).astype(_F32) for w, s in peeps])
+            w_o, s_o = int8(_PEEP[2], "cell_to_output_weights", (n_cell,))
+            self.peep_o = (w_o.astype(_F32) * s_o).astype(_F32)
+
+        self.ln = None
+        if len(ctx.inputs) == 24 and ctx.has_input(_LN[1]):
+            self.ln = np.stack([float32(_LN[g], f"{names[g]}_layer_norm_coefficients", (n_cell,))
+                                for g in gates])
+        self.proj = None
+        if p_w is not None:
+            self.proj = (np.ascontiguousarray(p_w.T.astype(np.float64)), p_w.astype(np.int64).sum(axis=1),
+                         np.full(n_output, p_scale, _F32))
+        self.proj_b = float32(_PROJ[1], "projection_bias", (n_output,))
+
+    def project(self, x2d: np.ndarray, aux2d: np.ndarray | None = None) -> np.ndarray:
+        # The input is quantized per step (its zero test is per step): step() takes the raw rows.
+        return x2d
+
+    @staticmethod
+    def _norm(x: np.ndarray) -> np.ndarray:
+        """LiteRT's MeanStddevNormalization over the last axis, its float32 sums in element order."""
+        n = x.shape[-1]
+        s = np.zeros(x.shape[:-1], _F32)
+        for i in range(n):
+            s = (s + x[..., i]).astype(_F32)
+        mean = (s / np.float32(n)).astype(_F32)[..., None]
+        d = (x - mean).astype(_F32)
+        sq = np.zeros(x.shape[:-1], _F32)
+        for i in range(n):
+            sq = (sq + (d[..., i] * d[..., i]).astype(_F32)).astype(_F32)
+        var = (sq / np.float32(n)).astype(_F32)
+        inv = (_ONE / np.sqrt((var + _LN_EPS).astype(_F32))).astype(_F32)
+        return (d * inv[..., None]).astype(_F32)
+
+    def _scalar_mask(self, b: int) -> np.ndarray:
+        """[b, gates, n_cell] True where Eigen's sigmoid runs its scalar path (gates i, f, g, o; CIFG: f, g,
+        o). LiteRT's scratch buffer holds each gate's
+        [batch, n_cell] block (a batch-major sequence: each row's n_cell vector) in the order i, g, f, o
+        (CIFG: g, f, o)."""
+        key = (b, self.skip_per_row)
+        if key not in self._masks:
+            n = self.n_cell
+            slots = (1, 0, 2) if self.cifg else (0, 2, 1, 3)
+            gates = []
+            for slot in slots:
+                if self.skip_per_row:
+                    gates.append(np.stack([_eigen_scalar_mask(n, slot * n * b + r * n) for r in range(b)]))
+                else:
+                    gates.append(_eigen_scalar_mask(b * n, slot * n * b).reshape(b, n))
+            self._masks[key] = np.stack(gates, axis=1)
+        return self._masks[key]
+
+    def step(self, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k, n = self.k, self.n_cell
+        b = x.shape[0]
+        x = np.asarray(x, _F32)
+        h = np.asarray(h, _F32)
+        c = np.asarray(c, _F32)
+        per_row = self.skip_per_row
+        z = np.zeros((b, k * n), _F32) if self.ln is not None else \
+            np.broadcast_to(self.b.reshape(-1), (b, k * n)).astype(_F32)
+        z = _hybrid_matmul(z, x, self.w, self.asymmetric, per_row)
+        z = _hybrid_matmul(z, h, self.r, self.asymmetric, per_row).reshape(b, k, n)
+        ifc = z[:, :k - 1]
+        if self.peep_if is not None:
+            ifc[:, :k - 2] = (ifc[:, :k - 2] + (self.peep_if * c[:, None, :]).astype(_F32)).astype(_F32)
+        if self.ln is not None:
+            ifc = (self._norm(ifc) * self.ln[:k - 1]).astype(_F32)
+            ifc = (ifc + self.b[:k - 1]).astype(_F32)
+        sig = _eigen_logistic(ifc[:, :k - 2], self._scalar_mask(b)[:, :k - 2])
+        g = self.act(ifc[:, k - 2])
+        f = sig[:, -1]
+        c_new = (f * c).astype(_F32)
+        i_gate = (_ONE - f).astype(_F32) if self.cifg else sig[:, 0]
+        c_new = (c_new + (g * i_gate).astype(_F32)).astype(_F32)
+        if self.cell_clip > 0:
+            c_new = np.maximum(np.minimum(self.cell_clip, c_new), -self.cell_clip)
+        o = z[:, k - 1]
+        if self.peep_o is not None:
+            o = (o + (self.peep_o * c_new).astype(_F32)).astype(_F32)
+        if self.ln is not None:
+            o = (self._norm(o) * self.ln[k - 1]).astype(_F32)
+            o = (o + self.b[k - 1]).astype(_F32)
+        o = _eigen_logistic(o, self._scalar_mask(b)[:, k - 1])
+        h_new = (o * (g if self.act_none else self.act(c_new))).astype(_F32)
+        if self.proj is not None:
+            y = (np.broadcast_to(self.proj_b, (b, self.n_output)).astype(_F32) if self.proj_b is not None
+                 else np.zeros((b, self.n_output), _F32))
+            h_new = _hybrid_matmul(y, h_new, self.proj, self.asymmetric, per_row)
+            if self.proj_clip > 0:
+                h_new = np.maximum(np.minimum(self.proj_clip, h_new), -self.proj_clip)
+        return h_new, c_new
 
 
 def _run_sequence(cell, xw: np.ndarray, h, c, out: np.ndarray, time_major: bool, reverse: bool = False,
@@ -291,6 +568,8 @@ def unidirectional_sequence_lstm(ctx: KernelContext) -> Run:
     steps, batch, n_input = _sequence_dims(ctx)
     cell = _lstm_cell(ctx, n_input)
     time_major = bool(ctx.options.get("time_major", False))
+    if isinstance(cell, _HybridLstmCell):
+        cell.skip_per_row = not time_major     # LiteRT steps a batch-major sequence one row at a time
     h_i = _state_slot(ctx, _H_STATE, "output_state", (batch, cell.n_output))
     c_i = _state_slot(ctx, _C_STATE, "cell_state", (batch, cell.n_cell))
     v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
@@ -827,3 +1106,559 @@ def svdf_shape(n: Node) -> list[Shape | None]:
     w_f = n.shape(1)
     filters = w_f[0] if w_f is not None and len(w_f) == 2 else -1
     return _outputs(n, [_step_output(n, _svdf_units(filters, int(n.opts.get("rank", 0))))])
+
+
+# ------------------------------------------------------------------------------------ integer SVDF
+# LiteRT's EvalIntegerSVDF (reference/svdf.h; its tensor_utils are the portable ones on every target).
+
+from onert_py.backends.cpu._quant import multiply_by_quantized_multiplier, quantize_multiplier
+
+_I64S = np.dtype(np.int64)
+
+def _svdf_int_tensor(ctx: KernelContext, i: int, name: str, type_name: str, const: bool = False):
+    """Input i of the integer SVDF: of type `type_name` with one scale; its constant value when `const`."""
+    t = ctx.input_tensor(i) if ctx.has_input(i) else None
+    if t is None:
+        raise ctx.fail(f"input {i} ({name}) is required")
+    q = qparams(t)
+    if t.type_name != type_name or q is None:
+        raise ctx.fail(f"input {i} ({name}) of an integer SVDF must be {type_name.lower()} with quantization, "
+                       f"has {t.type_name.lower()}{'' if q is not None else ' without quantization'}")
+    if q.per_channel:
+        raise ctx.fail(f"input {i} ({name}): per-channel quantization is not supported by an integer SVDF "
+                       f"(LiteRT reads one scale)")
+    if not const:
+        return q
+    w = ctx.const(i)
+    if w is None:
+        raise ctx.fail(f"input {i} ({name}) must be a constant tensor")
+    return q, np.asarray(w)
+
+
+@CPU.register_quantized("SVDF", dtypes=("int8",))
+def svdf_integer(ctx: KernelContext) -> Run:
+    """LiteRT's full-integer SVDF: int8 input and output, int8 weights_feature, int16 weights_time, int32
+    bias, int16 activation state (zero point taken as 0, as LiteRT does; the weights' zero points are not
+    read either). The state shifts left one step; its newest column is clamp16(mbqm(W_f (x - x_zp), m1))
+    with m1 = in_scale * wf_scale / state_scale; per filter the int32 dot product of its state row with its
+    time weights, summed over the rank's filters, + bias, then clamp8(mbqm(acc, m2) + out_zp) with
+    m2 = state_scale * wt_scale / out_scale (both scales in float32 as LiteRT's Prepare computes them).
+    LiteRT accepts only a RELU fused activation, yet applies none (the output is clamped to int8 only)."""
+    ctx.expect_inputs(4, 5)
+    shape = tuple(ctx.input_tensor(0).shape)
+    if len(shape) != 2:
+        raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
+    batch, n_input = shape
+    act = int(ctx.options.get("fused_activation_function", 0))
+    if act != 1:
+        raise ctx.fail(f"an integer SVDF supports only the RELU fused activation (LiteRT's kernel), "
+                       f"has {act}")
+    rank = int(ctx.options.get("rank", 0))
+    q_in = _svdf_int_tensor(ctx, 0, "input", "INT8")
+    q_f, w_f = _svdf_int_tensor(ctx, 1, "weights_feature", "INT8", const=True)
+    if w_f.ndim != 2 or w_f.shape[1] != n_input:
+        raise ctx.fail(f"weights_feature has shape {list(w_f.shape)}, expected [filters, {n_input}]")
+    filters = w_f.shape[0]
+    units = _svdf_units(filters, rank)
+    if units < 0:
+        raise ctx.fail(f"rank {rank} must be positive and divide the number of filters {filters}")
+    q_t, w_t = _svdf_int_tensor(ctx, 2, "weights_time", "INT16", const=True)
+    if w_t.ndim != 2 or w_t.shape[0] != filters:
+        raise ctx.fail(f"weights_time has shape {list(w_t.shape)}, expected [{filters}, memory_size]")
+    memory = w_t.shape[1]
+    bias = None
+    if ctx.has_input(3):
+        b_t = ctx.input_tensor(3)
+        if b_t.type_name != "INT32":
+            raise ctx.fail(f"input 3 (bias) of an integer SVDF must be int32, has {b_t.type_name.lower()}")
+        bias = ctx.const(3)
+        if bias is None:
+            raise ctx.fail("input 3 (bias) must be a constant tensor")
+        if bias.shape != (units,):
+            raise ctx.fail(f"input 3 (bias) has shape {list(bias.shape)}, expected [{units}]")
+        bias = np.asarray(bias, _I64S)
+    if len(ctx.inputs) != 5:
+        raise ctx.fail("input 4 (activation_state) is required")
+    q_s = _svdf_int_tensor(ctx, 4, "activation_state", "INT16")
+    s_i = _state_slot(ctx, 4, "activation_state", (batch, filters * memory))
+    if ctx.output_dtype(0) != np.int8:
+        raise ctx.fail(f"output 0 of an integer SVDF must be int8, has {ctx.output_dtype(0).name}")
+    q_out = qparams(ctx.output_tensor(0))
+    if q_out is None:
+        raise ctx.fail("output 0 of an integer SVDF needs quantization")
+    f32 = np.float32
+    s_in, s_f, s_t, s_s, s_o = (f32(q.scale[0]) for q in (q_in, q_f, q_t, q_s, q_out))
+    m1 = quantize_multiplier(float(f32(f32(s_in * s_f) / s_s)))
+    m2 = quantize_multiplier(float(f32(f32(s_s * s_t) / s_o)))
+    in_zp, out_zp = int(q_in.zero_point[0]), int(q_out.zero_point[0])
+    wf_t = np.ascontiguousarray(w_f.T.astype(np.float64))              # [in, filters]
+    w_t64 = w_t.astype(_I64S)
+    v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
+    state_shape = ctx.input_tensor(4).shape
+
+    def run() -> None:
+        x = np.asarray(v[x_i]).astype(_I64S)
+        b = x.shape[0]
+        old = np.reshape(v[s_i], (b, filters, memory))
+        state = np.empty((b, filters, memory), np.int16)
+        state[:, :, :-1] = old[:, :, 1:]
+        acc = np.matmul((x - in_zp).astype(np.float64), wf_t).astype(_I64S)
+        newest = _svdf_mbqm(acc, *m1)
+        state[:, :, -1] = np.clip(newest, -32768, 32767)
+        per_filter = np.einsum("bfm,fm->bf", state.astype(_I64S), w_t64)   # exact: |sum| < 2**63
+        y = per_filter.reshape(b, units, rank).sum(axis=-1)
+        if bias is not None:
+            y = y + bias
+        y = _svdf_mbqm(y, *m2) + out_zp
+        v[s_i] = state.reshape((b, filters * memory) if b != batch else state_shape)
+        v[o] = np.clip(y, -128, 127).astype(np.int8)
+    return run
+
+
+def _svdf_mbqm(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier of int32 accumulators as LiteRT computes them: the int32 sums wrap,
+    and so does the left shift of a multiplier above 1 (x * (1 << shift) in int32)."""
+    x = wrap_int32(acc)
+    if shift > 0:
+        x = wrap_int32(x << shift)
+    return multiply_by_quantized_multiplier(x, mult, min(shift, 0))
+
+
+# ------------------------------------------------------------------------------ integer LSTM (8x8_16)
+# LiteRT's full-integer LSTM (EvalInteger8x8_16): int8 input, output state and output; int16 cell state
+# with a power-of-two scale; int8 weights, int32 biases, int16 peephole and layer-norm weights; five
+# intermediate tensors (the op's `intermediates`) giving the gates' matmul scales (layer norm only; else
+# 2**-12) and the hidden value's scale and zero point. Every step of it is fixed-point arithmetic (the
+# portable tensor_utils), reproduced here on int64 arrays; gemmlowp's int16 sigmoid and tanh are tables
+# over all 65536 inputs, built once.
+
+from onert_py.backends.cpu._quant import (
+    INT32_MAX,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+)
+
+_I64 = np.dtype(np.int64)
+
+
+def _wrap16(x):
+    """Two's complement wrap into int16 (a C++ narrowing to int16_t)."""
+    return ((np.asarray(x, _I64) + 32768) & 0xFFFF) - 32768
+
+
+def _srdhm16(a, b):
+    """gemmlowp's int16 SaturatingRoundingDoublingHighMul: (a*b + nudge) / 2**15 truncated, -1*-1 -> max."""
+    ab = a * b
+    total = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    q = np.where(total >= 0, total >> 15, -((-total) >> 15))
+    return np.where((a == -32768) & (b == -32768), 32767, _wrap16(q))
+
+
+def _pot16(x, e: int):
+    """gemmlowp's SaturatingRoundingMultiplyByPOT<e> on int16 values."""
+    if e > 0:
+        threshold = (1 << (15 - e)) - 1
+        return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, _wrap16(x << e)))
+    return rounding_divide_by_pot(x, -e) if e < 0 else x
+
+
+def _const16(raw32: int) -> int:
+    """GEMMLOWP_CHECKED_FIXEDPOINT_CONSTANT for int16: the int32 raw constant rounding-shifted by 16."""
+    return int(rounding_divide_by_pot(np.int64(raw32), 16))
+
+
+def _exp_on_negative16(a, ib: int):
+    """gemmlowp exp_on_negative_values for FixedPoint<int16, ib>: an F0 result."""
+    fb = 15 - ib
+    quarter = 1 << (fb - 2)
+    amq = _wrap16((a & (quarter - 1)) - quarter)
+    x = _wrap16(_pot16(amq, ib) + (1 << 12))            # Rescale<0>, then + 1/8 (F0)
+    x2 = _srdhm16(x, x)
+    x3 = _srdhm16(x2, x)
+    x4 = _srdhm16(x2, x2)
+    t = _srdhm16(_wrap16(rounding_divide_by_pot(x4, 2) + x3), _const16(715827883))
+    t = rounding_divide_by_pot(_wrap16(t + x2), 1)
+    c = _const16(1895147668)
+    result = np.clip(c + _srdhm16(np.full_like(x, c), _wrap16(x + t)), -32768, 32767)
+    remainder = _wrap16(amq - a)
+    for exponent, mult in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+                           (2, 39332535), (3, 720401), (4, 242)):
+        if ib > exponent:
+            bit = (remainder & (1 << (fb + exponent))) != 0
+            result = np.where(bit, _srdhm16(result, np.full_like(result, _const16(mult))), result)
+    if ib > 5:
+        result = np.where(a < _const16(-(1 << (36 - ib))), 0, result)
+    return np.where(a == 0, 32767, result)
+
+
+def _newton_reciprocal16(a, minus_one: bool):
+    """gemmlowp's 1/(1+x) (or (1-x)/(1+x) when minus_one) for F0 x in (0, 1): Newton-Raphson in F2."""
+    s = a + 32767
+    half = _wrap16(np.where(s >= 0, (s + 1) // 2, -((-(s - 1)) // 2)))   # RoundingHalfSum, C division
+    x = _wrap16(_const16(1515870810) + _srdhm16(half, np.full_like(half, _const16(-1010580540))))
+    for _ in range(3):
+        one_minus = _wrap16(8192 - _srdhm16(half, x))
+        x = _wrap16(x + _pot16(_srdhm16(x, one_minus), 2))
+    return _pot16(_wrap16(x - 8192), 2) if minus_one else _pot16(x, 1)
+
+
+def _gemmlowp_logistic16(a, ib: int):
+    pos = a > 0
+    absx = np.where(pos, a, _wrap16(-a))
+    r_pos = _newton_reciprocal16(_exp_on_negative16(_wrap16(-absx), ib), False)
+    return np.where(a == 0, 16384, np.where(pos, r_pos, _wrap16(32767 - r_pos)))
+
+
+def _gemmlowp_tanh16(a, ib: int):
+    neg = a < 0
+    n = np.where(neg, a, _wrap16(-a))
+    t = _newton_reciprocal16(_exp_on_negative16(n, ib + 1), True)
+    return np.where(a == 0, 0, np.where(neg, _wrap16(-t), t))
+
+
+_GEMMLOWP_TABLES: dict[tuple[str, int], np.ndarray] = {}
+
+
+def _gemmlowp_table(fn: str, ib: int) -> np.ndarray:
+    """The int16 -> int16 table of gemmlowp's logistic or tanh of FixedPoint<int16, ib> (F0 result)."""
+    key = (fn, ib)
+    table = _GEMMLOWP_TABLES.get(key)
+    if table is None:
+        raw = np.arange(-32768, 32768, dtype=_I64)
+        f = _gemmlowp_logistic16 if fn == "logistic" else _gemmlowp_tanh16
+        table = _GEMMLOWP_TABLES[key] = f(raw, ib).astype(np.int16)
+    return table
+
+
+def _lookup16(table: np.ndarray, x) -> np.ndarray:
+    return table[np.asarray(x, _I64) + 32768].astype(_I64)
+
+
+def _mbqm(x, mult, shift):
+    """TFLite's MultiplyByQuantizedMultiplier (double rounding) with the left shift in int32 (wrapping)."""
+    shift = np.asarray(shift, _I64)
+    left = np.maximum(shift, 0)
+    high = saturating_rounding_doubling_high_mul(wrap_int32(np.asarray(x, _I64) << left), mult)
+    return rounding_divide_by_pot(high, np.maximum(-shift, 0))
+
+
+def _checked_log2_f32(scale) -> tuple[bool, int]:
+    """CheckedLog2 in float32: (log2(scale) within 1e-3 of an integer, that integer)."""
+    l2 = np.float32(np.float32(np.log(np.float32(scale))) * np.float32(np.float32(1) / np.float32(np.log(np.float32(2)))))
+    r = np.float32(np.sign(l2) * np.floor(np.abs(l2) + np.float32(0.5)))
+    return bool(abs(np.float32(l2 - r)) < np.float32(1e-3)), int(r)
+
+
+def _inv_sqrt_quantized(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GetInvSqrtQuantizedMultiplierExp(d, -1) for int32 d > 1 (as int64 arrays): (multiplier, shift)."""
+    from onert_py.backends.cpu.unary import _inv_sqrt_multiplier_exp
+    d = np.asarray(d, _I64)
+    k = np.zeros_like(d)
+    while (big := d >= (1 << 29)).any():
+        d = np.where(big, d // 4, d)
+        k += big
+    mult, shift = _inv_sqrt_multiplier_exp(d)
+    return mult, shift - k
+
+
+def _integer_layer_norm(x, weights, bias, scale_a: int, scale_b: int, guard: int):
+    """LiteRT's integer ApplyLayerNorm over the last axis of int16 values x [..., n]."""
+    n = x.shape[-1]
+    s = x.sum(axis=-1, keepdims=True)
+    sq = (x * x).sum(axis=-1, keepdims=True)
+    mean = wrap_int32(np.where(s >= 0, (s * 1024) // n, -((-s * 1024) // n)))
+    variance = sq * ((1 << 20) // n) - mean * mean
+    var2 = wrap_int32(np.where(variance >= 0, variance >> 20, -((-variance) >> 20)))
+    var2 = np.where(var2 < 1, guard, var2)
+    small = var2 <= 1
+    a, b = _inv_sqrt_quantized(np.where(small, 2, var2))
+    a = np.where(small, INT32_MAX, a)
+    b = np.where(small, 0, b)
+    rescaled = _mbqm(wrap_int32(1024 * x - mean), a, b)
+    val3 = wrap_int32(wrap_int32(rescaled * weights) + bias)
+    val4 = np.where(val3 > 0, (val3 + 512) // 1024, -((-(val3 - 512)) // 1024))
+    return np.clip(_mbqm(val4, scale_a, scale_b + 12), -32768, 32767)
+
+
+_IL_GATES = ("input", "forget", "cell", "output")
+
+
+class _IntegerLstmCell:
+    """One LSTM direction of LiteRT's 8x8_16 integer kernel; `step(x, h, c)` on int64 arrays."""
+
+    def __init__(self, ctx: KernelContext, n_input: int):
+        ctx.expect_inputs(20, 24)
+        opts = ctx.options
+        t = lambda i: ctx.input_tensor(i) if ctx.has_input(i) else None
+        x_t = ctx.input_tensor(0)
+        q_x = qparams(x_t)
+        if x_t.type_name != "INT8" or q_x is None:
+            raise ctx.fail("an integer LSTM needs an int8 quantized input")
+        if ctx.output_tensor(0).type_name != "INT8" or qparams(ctx.output_tensor(0)) is None:
+            raise ctx.fail("an integer LSTM needs an int8 quantized output")
+        self.ln = len(ctx.inputs) == 24 and ctx.has_input(_LN[1])
+        self.cifg = not ctx.has_input(_W[0])
+        if self.cifg != (not ctx.has_input(_R[0])):
+            raise ctx.fail("input_to_input_weights and recurrent_to_input_weights must be both present "
+                           "or both omitted")
+        gates = (1, 2, 3) if self.cifg else (0, 1, 2, 3)
+        self.k = len(gates)
+
+        def scale_of(i: int, name: str, type_name: str) -> float:
+            tt = t(i)
+            q = None if tt is None else qparams(tt)
+            if tt is None or tt.type_name != type_name or q is None or q.scale.size != 1:
+                raise ctx.fail(f"input {i} ({name}) must be {type_name.lower()} with one quantization scale")
+            return float(q.scale[0])
+
+        def const(i: int, name: str, dtype, shape) -> np.ndarray:
+            v = ctx.const(i)
+            if v is None:
+                raise ctx.fail(f"input {i} ({name}) must be a constant tensor")
+            v = np.asarray(v)
+            if v.dtype != dtype or tuple(v.shape) != tuple(shape):
+                raise ctx.fail(f"input {i} ({name}) must be {np.dtype(dtype).name} of shape {list(shape)}, "
+                               f"has {v.dtype.name} {list(v.shape)}")
+            return v.astype(_I64)
+
+        w_f = t(_W[1])
+        if w_f is None or len(w_f.shape) != 2 or w_f.shape[1] != n_input:
+            raise ctx.fail(f"input_to_forget_weights must be [n_cell, {n_input}]")
+        n_cell = w_f.shape[0]
+        r_o = t(_R[3])
+        if r_o is None or len(r_o.shape) != 2 or r_o.shape[0] != n_cell:
+            raise ctx.fail("recurrent_to_output_weights must be 2-D [n_cell, n_output] in an integer LSTM")
+        n_output = r_o.shape[1]
+        self.n_cell, self.n_output = n_cell, n_output
+        self.per_row = False            # set by a batch-major sequence kernel (see _peephole)
+
+        s_in = float(q_x.scale[0])
+        self.x_zp = int(q_x.zero_point[0])
+        h_t, c_t = t(_H_STATE), t(_C_STATE)
+        q_h = None if h_t is None else qparams(h_t)
+        q_c = None if c_t is None else qparams(c_t)
+        if h_t is None or h_t.type_name != "INT8" or q_h is None:
+            raise ctx.fail("input 18 (output_state) must be int8 quantized")
+        if c_t is None or c_t.type_name != "INT16" or q_c is None:
+            raise ctx.fail("input 19 (cell_state) must be int16 quantized")
+        s_h, self.h_zp = float(q_h.scale[0]), int(q_h.zero_point[0])
+        ok, cell_log2 = _checked_log2_f32(q_c.scale[0])
+        if not ok:
+            raise ctx.fail(f"cell_state scale {float(q_c.scale[0])} must be a power of two")
+        if not 0 <= 15 + cell_log2 <= 6:
+            raise ctx.fail(f"cell_state scale 2**{cell_log2} is out of LiteRT's range (2**-15 .. 2**-9)")
+        self.cell_log2 = cell_log2
+
+        inter = ctx.op.intermediates
+        if len(inter) != 5:
+            raise ctx.fail(f"an integer LSTM needs 5 intermediate tensors, has {len(inter)}")
+        inter_q = []
+        for j, ti in enumerate(inter):
+            q = qparams(ctx.subgraph.tensors[ti]) if ti >= 0 else None
+            if q is None and (self.ln or j == 4):
+                raise ctx.fail(f"intermediate tensor {j} must have quantization parameters")
+            inter_q.append(q)
+        f32 = np.float32
+        gate_scale = [f32(inter_q[j].scale[0]) if self.ln else f32(2.0 ** -12) for j in range(4)]
+        hidden_scale, self.hidden_zp = f32(inter_q[4].scale[0]), int(inter_q[4].zero_point[0])
+
+        # Weights [k, n_cell, n_input] / [k, n_cell, n_output], with their effective multipliers.
+        w, r, m_in, m_rec = [], [], [], []
+        for g in gates:
+            name = _IL_GATES[g]
+            sw = scale_of(_W[g], f"input_to_{name}_weights", "INT8")
+            sr = scale_of(_R[g], f"recurrent_to_{name}_weights", "INT8")
+            w.append(const(_W[g], f"input_to_{name}_weights", np.int8, (n_cell, n_input)))
+            r.append(const(_R[g], f"recurrent_to_{name}_weights", np.int8, (n_cell, n_output)))
+            m_in.append(quantize_multiplier(float(f32(f32(f32(sw) * f32(s_in)) / gate_scale[g]))))
+            m_rec.append(quantize_multiplier(float(f32(f32(f32(sr) * f32(s_h)) / gate_scale[g]))))
+        self.w_t = np.concatenate(w).T.astype(np.float64)                       # [n_input, k*n_cell]
+        self.r_t = np.concatenate(r).T.astype(np.float64)                       # [n_output, k*n_cell]
+        self.m_in = tuple(np.array([m[i] for m in m_in], _I64)[:, None] for i in (0, 1))
+        self.m_rec = tuple(np.array([m[i] for m in m_rec], _I64)[:, None] for i in (0, 1))
+
+        biases = []
+        for g in gates:
+            if not ctx.has_input(_BIAS[g]):
+                raise ctx.fail(f"input {_BIAS[g]} ({_IL_GATES[g]}_gate_bias) is required")
+            biases.append(const(_BIAS[g], f"{_IL_GATES[g]}_gate_bias", np.int32, (n_cell,)))
+        if self.cifg and ctx.has_input(_BIAS[0]):
+            raise ctx.fail("a CIFG LSTM must not have an input_gate_bias")
+        self.bias = np.stack(biases)                                            # [k, n_cell]
+        # The input zero point folds into the input side's bias (with the gate bias unless layer norm),
+        # the output state's into the recurrent side's.
+        w_rows = np.stack([x.sum(axis=1) for x in w])
+        r_rows = np.stack([x.sum(axis=1) for x in r])
+        self.in_bias = wrap_int32((0 if self.ln else self.bias) + w_rows * -self.x_zp)
+        self.rec_bias = wrap_int32(r_rows * -self.h_zp)
+
+        # Peepholes (int16): input and forget gates on the old cell state, output gate on the new one.
+        self.peep = None
+        if ctx.has_input(_PEEP[2]) or ctx.has_input(_PEEP[1]):
+            if not (ctx.has_input(_PEEP[1]) and ctx.has_input(_PEEP[2]) and (self.cifg or ctx.has_input(_PEEP[0]))):
+                raise ctx.fail("peephole weights must be all present or all omitted")
+            peep, pm = [], []
+            for g in gates:
+                if g == 2:
+                    continue
+                name = f"cell_to_{_IL_GATES[g]}_weights"
+                sp = scale_of(_PEEP[(0, 1, None, 2)[g]], name, "INT16")
+                peep.append(const(_PEEP[(0, 1, None, 2)[g]], name, np.int16, (n_cell,)))
+                eff = float(f32(2.0 ** cell_log2 * float(f32(sp)) / float(gate_scale[g])))
+                pm.append(quantize_multiplier(eff))
+            self.peep = np.stack(peep)                                          # [k-1, n_cell]
+            self.m_peep = tuple(np.array([m[i] for m in pm], _I64)[:, None] for i in (0, 1))
+        elif self.cifg is False and ctx.has_input(_PEEP[0]):
+            raise ctx.fail("peephole weights must be all present or all omitted")
+
+        self.ln_w = None
+        if self.ln:
+            ln_w, ln_m, guards = [], [], []
+            for g in gates:
+                name = f"{_IL_GATES[g]}_layer_norm_coefficients"
+                sl = scale_of(_LN[g], name, "INT16")
+                ln_w.append(const(_LN[g], name, np.int16, (n_cell,)))
+                ln_m.append(quantize_multiplier(float(f32(sl))))
+                guards.append(max(1, int(f32(10000) * f32(sl))))
+            self.ln_w = np.stack(ln_w)
+            self.ln_m, self.ln_guard = ln_m, guards
+
+        # Hidden value and projection.
+        self.m_hidden = quantize_multiplier(float(f32(2.0 ** -15 / float(hidden_scale) * 2.0 ** -15)))
+        self.proj = None
+        if ctx.has_input(_PROJ[0]):
+            sp = scale_of(_PROJ[0], "projection_weights", "INT8")
+            p = const(_PROJ[0], "projection_weights", np.int8, (n_output, n_cell))
+            self.proj = p.T.astype(np.float64)                                  # [n_cell, n_output]
+            pb = (const(_PROJ[1], "projection_bias", np.int32, (n_output,)) if ctx.has_input(_PROJ[1])
+                  else np.zeros(n_output, _I64))
+            self.proj_bias = wrap_int32(pb + p.sum(axis=1) * self.hidden_zp)
+            self.m_proj = quantize_multiplier(float(f32(f32(f32(sp) * hidden_scale) / f32(s_h))))
+        elif ctx.has_input(_PROJ[1]):
+            raise ctx.fail("projection_bias without projection_weights")
+
+        cell_clip = f32(opts.get("cell_clip", 0.0) or 0.0)
+        proj_clip = f32(opts.get("proj_clip", 0.0) or 0.0)
+        if cell_clip < 0 or proj_clip < 0:
+            raise ctx.fail("cell_clip and proj_clip must be >= 0")
+        self.cell_clip = int(np.clip(f32(cell_clip / f32(q_c.scale[0])), -32768, 32767)) if cell_clip > 0 else 0
+        s_out = f32(qparams(ctx.output_tensor(0)).scale[0])
+        self.proj_clip = int(np.clip(f32(proj_clip / s_out), -128, 127)) if proj_clip > 0 else 0
+        self.sigmoid = _gemmlowp_table("logistic", 3)
+        self.tanh_gate = _gemmlowp_table("tanh", 3)
+        self.tanh_cell = _gemmlowp_table("tanh", 15 + cell_log2)
+
+    def _peephole(self, z, j: int, c):
+        """Gate z [B, n_cell] plus peephole j times the cell state c, saturated to int16. LiteRT passes
+        n_output as the vectors' size: with a projection only the first B*n_output values of the
+        flattened gate get a term, peephole weight (i mod n_output) times flattened c[i]."""
+        b, n = z.shape
+        rows = b if self.per_row else 1         # batch major: LiteRT steps one batch row at a time
+        m = b * self.n_output // rows
+        flat, cf = z.reshape(rows, -1).copy(), c.reshape(rows, -1)
+        w = self.peep[j][np.arange(m) % self.n_output]
+        flat[:, :m] = np.clip(_mbqm(w * cf[:, :m], self.m_peep[0][j], self.m_peep[1][j]) + flat[:, :m],
+                              -32768, 32767)
+        return flat.reshape(b, n)
+
+    def step(self, x, h, c):
+        """x [B, n_input], h [B, n_output], c [B, n_cell] (int64); returns the new (h, c)."""
+        k, n = self.k, self.n_cell
+        b = x.shape[0]
+        acc_in = wrap_int32(np.matmul(x.astype(np.float64), self.w_t).astype(_I64).reshape(b, k, n)
+                            + self.in_bias)
+        acc_rec = wrap_int32(np.matmul(h.astype(np.float64), self.r_t).astype(_I64).reshape(b, k, n)
+                             + self.rec_bias)
+        z = np.clip(_mbqm(acc_in, *self.m_in), -32768, 32767)
+        z = np.clip(_mbqm(acc_rec, *self.m_rec) + z, -32768, 32767)
+        if self.peep is not None:
+            # input and forget gates (the first k-2) read the old cell state
+            for j in range(k - 2):
+                z[:, j] = self._peephole(z[:, j], j, c)
+
+        def finish(gate: int, zg):
+            j = gate - (4 - k)
+            if self.ln_w is not None:
+                zg = _integer_layer_norm(zg, self.ln_w[j], self.bias[j], *self.ln_m[j], self.ln_guard[j])
+            return _lookup16(self.tanh_gate if gate == 2 else self.sigmoid, zg)
+
+        f = finish(1, z[:, k - 3])
+        g = finish(2, z[:, k - 2])
+        c_new = _wrap16(rounding_divide_by_pot(f * c, 15))
+        i = _wrap16(32767 - f) if self.cifg else finish(0, z[:, 0])
+        c_new = np.clip(c_new + _wrap16(rounding_divide_by_pot(i * g, 30 + self.cell_log2)), -32768, 32767)
+        if self.cell_clip > 0:
+            c_new = np.clip(c_new, -self.cell_clip, self.cell_clip)
+        zo = z[:, k - 1]
+        if self.peep is not None:
+            zo = self._peephole(zo, k - 2, c_new)
+        o = finish(3, zo)
+        prod = o * _lookup16(self.tanh_cell, c_new)
+        if self.proj is None:
+            return np.clip(_mbqm(prod, *self.m_hidden) + self.hidden_zp, -128, 127), c_new
+        # LiteRT offsets the hidden value by -hidden_zp here and folds +hidden_zp into the projection bias
+        hid = np.clip(_mbqm(prod, *self.m_hidden) - self.hidden_zp, -128, 127)
+        acc = wrap_int32(np.matmul(hid.astype(np.float64), self.proj).astype(_I64) + self.proj_bias)
+        h_new = np.clip(_mbqm(acc, *self.m_proj) + self.h_zp, -128, 127)
+        if self.proj_clip > 0:
+            h_new = np.clip(h_new, -self.proj_clip, self.proj_clip)
+        return h_new, c_new
+
+
+@CPU.register_quantized("UNIDIRECTIONAL_SEQUENCE_LSTM", dtypes=("int8",))
+def unidirectional_sequence_lstm_integer(ctx: KernelContext) -> Run:
+    """LiteRT's full-integer UNIDIRECTIONAL_SEQUENCE_LSTM (8x8_16, see _IntegerLstmCell): the output at
+    each step is the new int8 output state."""
+    _, batch, n_input = _sequence_dims(ctx)
+    cell = _IntegerLstmCell(ctx, n_input)
+    time_major = bool(ctx.options.get("time_major", False))
+    cell.per_row = not time_major
+    h_i = _state_slot(ctx, _H_STATE, "output_state", (batch, cell.n_output))
+    c_i = _state_slot(ctx, _C_STATE, "cell_state", (batch, cell.n_cell))
+    h_shape, c_shape = ctx.input_tensor(_H_STATE).shape, ctx.input_tensor(_C_STATE).shape
+    v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
+    n_out = cell.n_output
+
+    def run() -> None:
+        x = np.asarray(v[x_i]).astype(_I64)
+        if not time_major:
+            x = x.transpose(1, 0, 2)
+        b = x.shape[1]
+        h = np.reshape(v[h_i], (b, n_out)).astype(_I64)
+        c = np.reshape(v[c_i], (b, cell.n_cell)).astype(_I64)
+        out = np.empty((x.shape[0], b, n_out), np.int8)
+        for t in range(x.shape[0]):
+            h, c = cell.step(x[t], h, c)
+            out[t] = h
+        v[h_i] = h.astype(np.int8).reshape(h_shape if b == batch else (b, n_out))
+        v[c_i] = c.astype(np.int16).reshape(c_shape if b == batch else (b, cell.n_cell))
+        v[o] = out if time_major else np.ascontiguousarray(out.transpose(1, 0, 2))
+    return run
+
+
+@CPU.register_quantized("LSTM", dtypes=("int8",))
+def lstm_integer(ctx: KernelContext) -> Run:
+    """LiteRT's full-integer LSTM step (kernel_type FULL, 8x8_16 with five intermediates; the 8x8_8 form
+    with twelve is refused): input [B, in], output the new int8 output state."""
+    if ctx.options.get("kernel_type", 0) != 0:
+        raise ctx.fail("only the FULL LSTM kernel type is supported")
+    shape = tuple(ctx.input_tensor(0).shape)
+    if len(shape) != 2:
+        raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
+    cell = _IntegerLstmCell(ctx, shape[1])
+    h_i = _state_slot(ctx, _H_STATE, "output_state", (shape[0], cell.n_output))
+    c_i = _state_slot(ctx, _C_STATE, "cell_state", (shape[0], cell.n_cell))
+    h_shape, c_shape = ctx.input_tensor(_H_STATE).shape, ctx.input_tensor(_C_STATE).shape
+    v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
+
+    def run() -> None:
+        x = np.asarray(v[x_i]).astype(_I64)
+        b = x.shape[0]
+        h, c = cell.step(x, np.reshape(v[h_i], (b, cell.n_output)).astype(_I64),
+                         np.reshape(v[c_i], (b, cell.n_cell)).astype(_I64))
+        h = h.astype(np.int8)
+        v[h_i] = h.reshape(h_shape if b == shape[0] else (b, cell.n_output))
+        v[c_i] = c.astype(np.int16).reshape(c_shape if b == shape[0] else (b, cell.n_cell))
+        v[o] = h
+    return run

@@ -58,9 +58,15 @@ class Executor:
         self._plans: dict = {}   # shapes key -> (plan, arena, views), see plan_memory
 
     def reset_variables(self) -> None:
-        """Stateful tensors (is_variable: RNN/LSTM state) back to their initial value, zeros by default."""
+        """Stateful tensors (is_variable: RNN/LSTM state) back to their initial value: zeros by default,
+        and an int8 tensor's zero point (real 0) as LiteRT's ResetVariableTensor does."""
         for t in self._variables:
-            self.values[t.index] = t.data if t.data is not None else np.zeros(t.shape, t.dtype)
+            if t.data is not None:
+                self.values[t.index] = t.data
+            elif t.type_name == "INT8" and t.quantization is not None and t.quantization.zero_point.size:
+                self.values[t.index] = np.full(t.shape, t.quantization.zero_point.reshape(-1)[0], np.int8)
+            else:
+                self.values[t.index] = np.zeros(t.shape, t.dtype)
 
     def finalize(self, folded: dict | None = None, may_keep: Callable | None = None) -> None:
         """Called once all kernels are prepared: plan memory and build the fast path.
