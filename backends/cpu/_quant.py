@@ -296,6 +296,12 @@ class OutputStage:
         # the reference's negative ties: one 2**31 less where the high product is negative and r > 0
         self.tie_fix = np.where(right > 0, _I64(1) << 31, 0)
         self.reference_from = self.half_up if self.tie_fix[self.half_up:].any() else self.mult.size
+        # floor(v / 2**k) + zp is floor((v + zp * 2**k) / 2**k): the zero point joins the offset when
+        # it cannot overflow (|x*m| < 2**61 on this path)
+        self.zero_point_in_offset = self.fast and all(
+            abs(self.zero_point) << int(k) < 1 << 61 for k in np.ravel(self.total_shift))
+        if self.zero_point_in_offset:
+            self.offset = self.offset + (_I64(self.zero_point) << self.total_shift)
 
     def __call__(self, acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
         """acc: integer-valued array (ints, or floats holding exact integers) of accumulators; bias: int
@@ -314,7 +320,7 @@ class OutputStage:
             ref -= (ref < -(1 << 30)) * self.tie_fix[k:]      # x*m + 2**30 < 0: the high product is negative
         a += self.offset
         a >>= self.total_shift
-        return self._finish(a)
+        return self._finish(a, add_zero_point=not self.zero_point_in_offset)
 
     def _general(self, a: np.ndarray) -> np.ndarray:
         a = wrap_int32(a)                  # LiteRT's int32 accumulators wrap (as ruy's do)
@@ -329,8 +335,8 @@ class OutputStage:
             r = multiply_by_quantized_multiplier(a, self.mult, self.shift)
         return self._finish(r)
 
-    def _finish(self, a: np.ndarray) -> np.ndarray:
-        if self.zero_point:
+    def _finish(self, a: np.ndarray, add_zero_point: bool = True) -> np.ndarray:
+        if self.zero_point and add_zero_point:
             a += self.zero_point
         out = np.empty(a.shape, self.dtype)
         clip_ufunc(a, self.lo, self.hi, out=out, casting="unsafe")

@@ -84,9 +84,10 @@ def test_output_stage_fast_path_is_the_composition(half_up, bound):
     mult, shift = quantize_multipliers(reals)
     acc = r.integers(-bound, bound + 1, (400, channels))
     acc[:100] = (acc[:100] >> 5) << 5                       # many ties
-    stage = OutputStage(mult, shift, 0, INT32_MIN, INT32_MAX, np.int64, half_up=half_up, bound=bound)
+    zero_point = 1000 - bound % 7 * 300     # joins the fast path's offset unless a shift is too long
+    stage = OutputStage(mult, shift, zero_point, INT32_MIN, INT32_MAX, np.int64, half_up=half_up, bound=bound)
     assert stage.fast
-    got = stage(acc.astype(np.float64))
+    got = stage(acc.astype(np.float64)) - zero_point
     for c in range(channels):
         m, s = int(mult[c]), int(shift[c])
         if c < half_up:
@@ -95,9 +96,9 @@ def test_output_stage_fast_path_is_the_composition(half_up, bound):
             want = [_rdbpot(_srdhm(int(v) << max(s, 0), m), max(-s, 0)) for v in acc[:, c]]
         assert got[:, c].tolist() == want, c
     # the general path (no bound) agrees, and the reference function too
-    general = OutputStage(mult, shift, 0, INT32_MIN, INT32_MAX, np.int64, half_up=half_up)
+    general = OutputStage(mult, shift, zero_point, INT32_MIN, INT32_MAX, np.int64, half_up=half_up)
     assert not general.fast
-    assert np.array_equal(general(acc), got)
+    assert np.array_equal(general(acc) - zero_point, got)
     assert np.array_equal(multiply_by_quantized_multiplier(acc[:, half_up:], mult[half_up:], shift[half_up:]),
                           got[:, half_up:])
 
@@ -105,6 +106,7 @@ def test_output_stage_fast_path_is_the_composition(half_up, bound):
 def test_output_stage_clamps_adds_zero_point_and_bias_without_touching_its_input():
     mult, shift = quantize_multipliers(np.array([0.5, 0.25]))
     stage = OutputStage(mult, shift, 3, -128, 127, np.int8, half_up=2, bound=10**4)
+    assert stage.zero_point_in_offset
     acc = np.array([[10.0, 10.0], [1000.0, -1000.0], [-3.0, -2.0]])
     before = acc.copy()
     y = stage(acc, np.array([2, -2]))
