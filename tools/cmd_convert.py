@@ -112,7 +112,7 @@ def convert_cmd(args: argparse.Namespace) -> int:
     problems = _differences(model, reloaded) + (
         [f"reloaded as {reloaded.format}, expected {fmt}"] if reloaded.format != fmt else [])
     if problems:
-        raise CliError(f"verification of the converted model failed (nothing written): "
+        raise CliError("verification of the converted model failed (nothing written): "
                        + "; ".join(problems[:5]))
     _write_atomically(out, data)
     n_ops = sum(len(sg.operations) for sg in model.subgraphs)

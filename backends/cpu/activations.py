@@ -22,6 +22,7 @@ from onert_py.backends.cpu._quant import (same_type_qparams,
     to_int32_x86,
     wrap_int32,
 )
+from onert_py.backends.cpu.recurrent import _gemmlowp_table
 from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import broadcasting, same_shape
@@ -416,8 +417,11 @@ def _tanh_logistic16(ctx: KernelContext, tanh: bool) -> Run:
     """int16 TANH / LOGISTIC (zero points 0, output scale 2**-15): LiteRT's reference_integer_ops
     kernels, which rescale x to 1/(3*4096) per unit (x * multiplier, a rounding right shift), then
     interpolate sigmoid_table_uint16 linearly on |x| (9 low bits for LOGISTIC, 8 for TANH = 2*sigmoid(2x)
-    - 1) and mirror negative inputs. A power-of-two input scale (2**-12, or 2**-11 for TANH) runs
-    LiteRT's gemmlowp fixed-point kernel instead, which is not implemented: refused."""
+    - 1) and mirror negative inputs. A power-of-two input scale (2**-12, or 2**-11 for TANH: LiteRT's
+    input_left_shift 0 or 1) runs LiteRT's optimized gemmlowp kernel instead: x as FixedPoint<int16, 3>
+    (doubled, saturating, for TANH at 2**-11) through gemmlowp's tanh / logistic, an F0 result, which
+    `recurrent._gemmlowp_table` tabulates for all 65536 inputs. (Its SSE blocks round the int16 high
+    multiply half up, its scalar tail half away from zero: the outputs are the same for every input.)"""
     op = "TANH" if tanh else "LOGISTIC"
     s_in, _, s_out, _ = _q_unary(ctx, ("int16",))
     pot_out, l2_out = _checked_log2(s_out)
@@ -427,8 +431,16 @@ def _tanh_logistic16(ctx: KernelContext, tanh: bool) -> Run:
         raise ctx.fail(f"int16 {op} needs output scale 2**-15, has {float(s_out)}")
     pot_in, l2_in = _checked_log2(s_in)
     if pot_in and 12 + l2_in in ((0, 1) if tanh else (0,)):
-        raise ctx.fail(f"int16 {op} with the power-of-two input scale {float(s_in)} (LiteRT's gemmlowp "
-                       "fixed-point kernel) is not supported")
+        table = _gemmlowp_table("tanh" if tanh else "logistic", 3)
+        if 12 + l2_in == 1:
+            # SaturatingRoundingMultiplyByPOT<1> of the input, then the 2**-12 table
+            table = table[np.clip(np.arange(-32768, 32768) * 2, -32768, 32767) + 32768]
+        (a,), (o,) = ctx.inputs, ctx.outputs
+        v = ctx.values
+
+        def run_pot() -> None:
+            v[o] = table[np.asarray(v[a]).view(np.uint16) ^ 0x8000]
+        return run_pot
     m = float(s_in) * 4096.0 * 3.0
     shift = 0
     while m <= 32767.0 / 2.0 and shift <= 30:

@@ -358,13 +358,16 @@ class _Modes:
     def __init__(self, block: int, scalar_block: int):
         self.block, self.scalar_block, self.cache = block, scalar_block, {}
 
-    def __call__(self, s1: tuple, s2: tuple) -> np.ndarray:
+    def __call__(self, s1: tuple, s2: tuple) -> tuple[np.ndarray, int | None]:
+        """(the modes, their one value when every element has the same, else None)."""
         key = (tuple(s1), tuple(s2))
         m = self.cache.get(key)
         if m is None:
             if len(self.cache) > 16:
                 self.cache.clear()
-            m = self.cache[key] = _q_body_modes(*key, self.block, self.scalar_block)
+            modes = _q_body_modes(*key, self.block, self.scalar_block)
+            first = int(modes.flat[0]) if modes.size else 0
+            m = self.cache[key] = (modes, first if (modes == first).all() else None)
         return m
 
 
@@ -395,23 +398,51 @@ def _q_add8(ctx: KernelContext, dt, in1, in2, out, lo: int, hi: int) -> Run:
     mbqm = multiply_by_quantized_multiplier
     left = 20
 
+    # Offset inputs span at most 255 either way: when their shifted, scaled sum provably stays inside
+    # int32 and the rescaled result inside int16, the wrapping steps are identities and are skipped.
+    in_bound = (255 << max(left + sh1, left + sh2, left)) + 1
+    sum_bound = (in_bound * m1 >> 31) + (in_bound * m2 >> 31) + 2
+    wraps = not (in_bound < 1 << 31 and sum_bound < 1 << 31
+                 and (((sum_bound * mo) >> 31) >> max(-sho, 0)) + 2 + abs(zo) < 1 << 15 and sho <= 0)
+
     def scaled(x, m, sh, shift_first: bool):
         if shift_first:
             s = left + sh
-            x = wrap_int32(x << s) if s >= 0 else x >> -s
+            x = (wrap_int32(x << s) if wraps else x << s) if s >= 0 else x >> -s
             return _vqrdmulh(x, m)
         return _vqrdmulh(x << left, m) >> -sh
 
     def body(x, y, shift_first: bool):
-        s = wrap_int32(scaled(x, m1, sh1, shift_first) + scaled(y, m2, sh2, shift_first))
-        s = rounding_divide_by_pot(_vqrdmulh(s, mo), -sho)
-        return np.clip(_wrap16(_wrap16(s) + zo), info.min, info.max)
+        s = scaled(x, m1, sh1, shift_first) + scaled(y, m2, sh2, shift_first)
+        s = rounding_divide_by_pot(_vqrdmulh(wrap_int32(s) if wraps else s, mo), -sho)
+        if wraps:
+            s = _wrap16(_wrap16(s) + zo)
+        else:
+            s += zo
+        return np.clip(s, info.min, info.max)
+
+    def reference(x, y):
+        return mbqm(mbqm(x << left, m1, sh1) + mbqm(y << left, m2, sh2), mo, sho) + zo
 
     def run() -> None:
         x = np.asarray(v[a]).astype(_I64) - z1
         y = np.asarray(v[b]).astype(_I64) - z2
-        mode = modes(x.shape, y.shape)
-        r = mbqm(mbqm(x << left, m1, sh1) + mbqm(y << left, m2, sh2), mo, sho) + zo
+        if x.shape == y.shape:
+            # elementwise: the vector body on whole blocks, the reference formula on the tail
+            fx, fy = x.reshape(-1), y.reshape(-1)
+            cut = fx.size - fx.size % modes.block
+            r = np.empty(fx.size, _I64)
+            r[:cut] = body(fx[:cut], fy[:cut], dt != np.uint8)
+            if cut < fx.size:
+                r[cut:] = reference(fx[cut:], fy[cut:])
+            v[o] = np.clip(r, lo, hi).astype(dt).reshape(x.shape)
+            return
+        mode, uniform = modes(x.shape, y.shape)
+        if uniform is not None:               # one code computes every element
+            r = reference(x, y) if uniform == 0 else body(x, y, uniform == 1 and dt != np.uint8)
+            v[o] = np.clip(r, lo, hi).astype(dt)
+            return
+        r = reference(x, y)
         if dt == np.uint8 and mode.any():     # the two bodies scale alike
             r = np.where(mode != 0, body(x, y, False), r)
         elif mode.any():
@@ -533,15 +564,15 @@ def _q_mul8(ctx: KernelContext, dt, z1: int, z2: int, zo: int, m: int, sh: int, 
 
     def run() -> None:
         prod = (np.asarray(v[a]).astype(_I64) - z1) * (np.asarray(v[b]).astype(_I64) - z2)
-        mode = modes(np.shape(v[a]), np.shape(v[b]))
-        r = _mbqm_wrapping(prod, m, sh) + zo
-        if mode.any():
+        mode, uniform = modes(np.shape(v[a]), np.shape(v[b]))
+        r = _mbqm_wrapping(prod, m, sh) + zo if uniform != 1 and uniform != 2 else None
+        if uniform != 0 and mode.any():
             p = rounding_divide_by_pot(_vqrdmulh(wrap_int32(prod << left), m), right)
             sat = np.clip(p, -(1 << 15), (1 << 15) - 1)
             if dt == np.uint8:
                 sat = np.where(mode == 2, p, sat)     # vmovn: _wrap16 below wraps it
             p = np.clip(_wrap16(_wrap16(sat) + zo), info.min, info.max)
-            r = np.where(mode != 0, p, r)
+            r = p if r is None else np.where(mode != 0, p, r)
         v[o] = np.clip(r, lo, hi).astype(dt)
     return run
 
@@ -621,12 +652,13 @@ def _rounding_divide_by_pot_x86(x, exponent):
     return np.where(wide, (x >> (exponent & 31)) + (x >= 0), small)
 
 
-@CPU.register_quantized("DIV", dtypes=("int8", "uint8"))
+@CPU.register_quantized("DIV", dtypes=("int8", "uint8", "int16"))
 def div_quantized(ctx: KernelContext) -> Run:
     """Quantized DIV: (a - za) / (b - zb) as a Q0.31 reciprocal of the divisor times the dividend shifted
     left by its headroom, rescaled by scale_a / (scale_b * scale_out) (float32, as LiteRT's Prepare),
     plus the output's zero point, clamped to the activation's range. Signs are moved to the dividend.
-    Elementwise and broadcasting compute the same formula. (int16, which LiteRT also runs, is not done.)
+    Elementwise and broadcasting compute the same formula, for int16 too (LiteRT 2.3 runs int16 through
+    this fixed-point kernel; later LiteRT versions divide non-broadcast int16 in float instead).
     A divisor element equal to its zero point raises ZeroDivisionError (LiteRT fails the invoke)."""
     ctx.expect_inputs(2)
     dt = check_same_types(ctx, 0, 1, same_output=True)
@@ -634,7 +666,8 @@ def div_quantized(ctx: KernelContext) -> Run:
     lo, hi = q_activation_range(ctx, so, zo, qmin, qmax)
     m, sh = quantize_multiplier(float(_F32(s1) / (_F32(s2) * _F32(so))))
     # The smallest headroom of a dividend (|a - za| < 2**bits) bounds the final shift; beyond it
-    # LiteRT would shift right by a negative amount (undefined; multipliers of 2**22 and more).
+    # LiteRT would shift right by a negative amount (undefined; multipliers of 2**22 and more for
+    # 8-bit, 2**14 and more for int16).
     min_headroom = 31 - (np.iinfo(dt).bits + 1)
     if sh > min_headroom:
         raise ctx.fail(f"quantized DIV: rescale multiplier {s1 / (s2 * so):.4g} is too large "

@@ -10,7 +10,8 @@ from onert_py.backends.cpu._common import activation_of
 from onert_py.backends.cpu._quant import (is_hybrid, activation_range, hybrid_quantize_rows,
                                           multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
                                           multiply_by_quantized_multiplier_int64, qparams, quantize_multiplier,
-                                          quantize_multipliers, wrap_int32)
+                                          quantize_multipliers, rounding_divide_by_pot,
+                                          saturating_rounding_doubling_high_mul, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
@@ -149,6 +150,15 @@ def fully_connected(ctx: KernelContext) -> Run:
 
 @shape_rule("FULLY_CONNECTED")
 def fully_connected_shape(n: Node):
+    shapes = _fully_connected_shapes(n)
+    if n.n_out == 2 and (n.opts.get("weights_format", 0) or 0) == _SHUFFLED4X16INT8 and n.op.outputs[1] >= 0:
+        # the shuffled kernel's workspace output keeps its declared shape (LiteRT does not resize it)
+        ws = n.sg.tensors[n.op.outputs[1]]
+        shapes = [shapes[0], None if ws.is_dynamic else tuple(int(d) for d in ws.shape)]
+    return shapes
+
+
+def _fully_connected_shapes(n: Node):
     x, w = n.shape(0), n.shape(1)
     if w is not None and len(w) != 2:
         raise n.fail(f"weights must have rank 2, have shape {fmt(w)}")
@@ -290,10 +300,15 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
 
     int8 x int8 and uint8 x uint8 (and 16x8 with an int32 bias) run LiteRT's optimized GEMM, whose
     rescale is ruy's (_quant.multiply_by_quantized_multiplier_half_up); 16x8 with an int64 bias runs its
-    reference kernel, which rescales in double (_float_rescale)."""
+    reference kernel, which rescales in double (_float_rescale).
+
+    The SHUFFLED4x16INT8 weights format (uint8 x uint8 -> int16 only) is `_fully_connected_shuffled`."""
     ctx.expect_inputs(2, 3)
-    if ctx.options.get("weights_format", 0) != 0:
-        raise ctx.fail("only the DEFAULT weights format is supported (shuffled formats are for uint8)")
+    weights_format = ctx.options.get("weights_format", 0) or 0
+    if weights_format == _SHUFFLED4X16INT8:
+        return _fully_connected_shuffled(ctx)
+    if weights_format != 0:
+        raise ctx.fail(f"unknown weights format {weights_format} (LiteRT has DEFAULT and SHUFFLED4x16INT8)")
     x_t, w_t, b_t, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.input_tensor(2), ctx.output_tensor(0)
     kinds = {("INT8", "INT8"): "INT8", ("UINT8", "UINT8"): "UINT8", ("INT16", "INT8"): "INT16",
              ("INT8", "INT4"): "INT8"}
@@ -402,6 +417,120 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
             y = multiply_by_quantized_multiplier_half_up(wrap_int32(acc), mult, shift)
         y += zo
         v[o] = np.clip(y, lo, hi).astype(out_dt).reshape(out_shape)
+    return run
+
+
+# FullyConnectedOptions.weights_format SHUFFLED4x16INT8: uint8 weights stored in blocks of 4 output rows
+# by 16 depth columns (for each 4 rows, for each 16 columns: row-major 4x16), each byte with its sign bit
+# flipped (xor 0x80), so that read as int8 it is the weight minus its zero point 128.
+_SHUFFLED4X16INT8 = 1
+
+
+def _unshuffle_4x16(w: np.ndarray) -> np.ndarray:
+    """SHUFFLED4x16INT8 weight bytes [units, depth] (uint8) -> the weights minus 128 in the plain
+    [units, depth] layout (int64)."""
+    units, depth = w.shape
+    signed = np.ascontiguousarray(w).view(np.int8).astype(np.int64)
+    return signed.reshape(units // 4, depth // 16, 4, 16).transpose(0, 2, 1, 3).reshape(units, depth)
+
+
+def _fully_connected_shuffled(ctx: KernelContext) -> Run:
+    """FULLY_CONNECTED with SHUFFLED4x16INT8 weights, as LiteRT's ShuffledFullyConnected (its x86 build
+    runs the portable C++ loop): uint8 input and weights whose zero points are taken as 128 (the sign
+    bit flip), an int32 bias, the int32 accumulator rescaled by TFLite's MultiplyByQuantizedMultiplier
+    (the reference double rounding, the left shift wrapping around int32) and saturated to int16, no
+    output zero point. It has two outputs: the int16 result and a uint8 workspace into which LiteRT
+    writes the input with its sign bits flipped (for 4 rows, interleaved in blocks of 16 per row).
+
+    LiteRT runs it for 1 or 4 input rows only (other row counts leave the output unwritten), depth a
+    multiple of 16 and units a multiple of 4 (it only debug-checks these), and ignores the tensors' zero
+    points and the fused activation: onert-py refuses what the kernel would not compute as declared."""
+    what = "FULLY_CONNECTED with SHUFFLED4x16INT8 weights"
+    x_t, w_t, b_t, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.input_tensor(2), ctx.output_tensor(0)
+    types = (x_t.type_name, w_t.type_name, out.type_name)
+    if types != ("UINT8", "UINT8", "INT16"):
+        raise ctx.fail(f"{what} runs uint8 x uint8 -> int16 only (LiteRT's check), not "
+                       f"{types[0]} x {types[1]} -> {types[2]}")
+    if len(ctx.outputs) != 2 or ctx.outputs[1] < 0:
+        raise ctx.fail(f"{what} needs 2 outputs (the result and a uint8 workspace), has {len(ctx.outputs)}")
+    ws_t = ctx.output_tensor(1)
+    if ws_t.type_name != "UINT8":
+        raise ctx.fail(f"the workspace output of a {what} must be UINT8, not {ws_t.type_name}")
+    if b_t is None or b_t.type_name != "INT32":
+        raise ctx.fail(f"{what} needs an INT32 bias (LiteRT's kernel reads one unconditionally), has "
+                       f"{'none' if b_t is None else b_t.type_name}")
+    if len(w_t.shape) != 2:
+        raise ctx.fail(f"weights must be 2-D [units, inputs], have shape {list(w_t.shape)}")
+    units, depth = (int(d) for d in w_t.shape)
+    if units % 4 or depth % 16 or depth == 0:
+        raise ctx.fail(f"{what} needs units a multiple of 4 and depth a multiple of 16, has weights "
+                       f"shape {[units, depth]}")
+    if int(np.prod(b_t.shape)) != units:
+        raise ctx.fail(f"bias has shape {list(b_t.shape)}, expected [{units}]")
+    qx, qw, qo = qparams(x_t), qparams(w_t), qparams(out)
+    if qx is None or qw is None or qo is None:
+        raise ctx.fail(f"the input, weights and output of a {what} need quantization parameters")
+    if qx.per_channel or qw.per_channel or qo.per_channel:
+        raise ctx.fail(f"{what} takes per-tensor quantization only")
+    zx, zw, zo = int(qx.zero_point[0]), int(qw.zero_point[0]), int(qo.zero_point[0])
+    if (zx, zw, zo) != (128, 128, 0):
+        raise ctx.fail(f"{what} needs zero points 128 (input), 128 (weights) and 0 (output), has {zx}, "
+                       f"{zw} and {zo}: LiteRT's kernel assumes these and ignores the declared ones")
+    sx, sw, so = float(qx.scale[0]), float(qw.scale[0]), float(qo.scale[0])
+    qb = qparams(b_t)
+    sb = float(qb.scale[0]) if qb is not None else 0.0
+    if abs(sx * sw - sb) / so > 0.02:    # GetQuantizedConvolutionMultipler's check of the bias scale
+        raise ctx.fail(f"the bias scale {sb:g} differs from input scale * weight scale {sx * sw:g} by "
+                       f"more than 2% of the output scale {so:g}")
+    code = ctx.options.get("fused_activation_function", 0) or 0
+    try:
+        lo, hi = activation_range(code, so, zo, qo.qmin, qo.qmax)
+    except ValueError as e:
+        raise ctx.fail(str(e)) from None
+    if (lo, hi) != (-32768, 32767):
+        raise ctx.fail(f"{what} with a fused activation (code {code}) that clamps the int16 output: LiteRT's "
+                       "kernel ignores it")
+    keep = bool(ctx.options.get("keep_num_dims", False))
+    _check_fc_input(ctx, x_t, w_t, keep)
+
+    def check_rows(rows: int) -> None:
+        if rows not in (1, 4):
+            raise ctx.fail(f"{what} runs 1 or 4 input rows (LiteRT's kernel), not {rows}")
+
+    if not x_t.is_dynamic:
+        rows = int(np.prod(x_t.shape, dtype=np.int64)) // depth
+        check_rows(rows)
+        if not ws_t.is_dynamic and int(np.prod(ws_t.shape, dtype=np.int64)) != rows * depth:
+            raise ctx.fail(f"the workspace output has shape {list(ws_t.shape)}, it must hold the "
+                           f"{rows * depth} input bytes")
+    mult, shift = quantize_multiplier(_product_multiplier(sx, sw, so))
+    left, right = max(shift, 0), max(-shift, 0)
+    w_const, b_const = ctx.const(1), ctx.const(2)
+    wt_const = None if w_const is None else np.ascontiguousarray(_unshuffle_4x16(w_const).T)
+    b_fixed = None if b_const is None else b_const.reshape(-1).astype(np.int64)
+    v = ctx.values
+    x_i, w_i, b_i = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]
+    o, o_ws = ctx.outputs
+    ws_shape = None if ws_t.is_dynamic else tuple(int(d) for d in ws_t.shape)
+    srdhm = saturating_rounding_doubling_high_mul
+
+    def run() -> None:
+        x = np.asarray(v[x_i])
+        out_shape = _fc_output_shape(x, depth, units, keep)
+        rows = x.size // depth
+        if rows not in (1, 4):
+            raise ValueError(f"{what} runs 1 or 4 input rows (LiteRT's kernel), not {rows}")
+        flipped = x.reshape(rows, depth) ^ np.uint8(0x80)
+        wt = wt_const if wt_const is not None else _unshuffle_4x16(np.asarray(v[w_i])).T
+        acc = np.matmul(flipped.view(np.int8).astype(np.int64), wt)       # exact int64
+        acc += b_fixed if b_fixed is not None else np.asarray(v[b_i]).reshape(-1).astype(np.int64)
+        y = rounding_divide_by_pot(srdhm(wrap_int32(wrap_int32(acc) << left), mult), right)
+        v[o] = np.clip(y, -32768, 32767).astype(np.int16).reshape(out_shape)
+        ws = flipped.reshape(rows, depth // 16, 16).transpose(1, 0, 2)          # 16-byte blocks, row-interleaved
+        if ws_shape is not None and int(np.prod(ws_shape)) != rows * depth:
+            raise ValueError(f"the workspace output of shape {list(ws_shape)} cannot hold the {rows * depth} "
+                             "input bytes")
+        v[o_ws] = ws.reshape(ws_shape if ws_shape is not None else (rows, depth))
     return run
 
 

@@ -20,19 +20,17 @@ one scale): their float kernels branch to it at prepare (_HybridRnnCell, _svdf_h
 """
 from __future__ import annotations
 
+import copy
 from typing import Callable, Sequence
 
 import numpy as np
 
 from onert_py.backends.cpu._common import fused_activation
-from onert_py.backends.cpu._quant import (
-    hybrid_quantize_rows,
-    is_hybrid,
-    qparams,
-    wrap_int32,
-)
+from onert_py.backends.cpu._quant import (INT32_MAX, hybrid_quantize_rows, is_hybrid, multiply_by_quantized_multiplier,
+                                          qparams, quantize_multiplier, rounding_divide_by_pot,
+                                          saturating_rounding_doubling_high_mul, wrap_int32)
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
-from onert_py.backends.shape_rules import Node, Shape
+from onert_py.backends.shape_rules import Node, Shape, fmt, numel
 
 _F32 = np.dtype(np.float32)
 _ONE = np.float32(1)
@@ -111,6 +109,26 @@ def _sequence_output(n: Node, units: int) -> Shape | None:
     if x is None:
         return (-1, -1, units)
     return _sequence_output_shape(x, units) if len(x) == 3 else None
+
+
+def _check_states(n: Node, batch: int, widths: dict[int, int]) -> None:
+    """LiteRT's Prepare: each state input (input index -> width) holds batch * width values, so a
+    resized batch needs states of that batch."""
+    for i, width in widths.items():
+        s = n.shape(i)
+        if batch < 0 or width < 0 or s is None or any(d < 0 for d in s):
+            continue
+        if numel(s) != batch * width:
+            raise n.fail(f"input {i} (a state) has shape {fmt(s)}; a batch of {batch} needs {batch} x {width} "
+                         f"values")
+
+
+def _batch(n: Node, sequence: bool) -> int:
+    """The batch of input 0 ([B, in], or a sequence [T, B, in] / [B, T, in]); -1 when unknown."""
+    x = n.shape(0)
+    if x is None or len(x) != (3 if sequence else 2):
+        return -1
+    return x[1] if sequence and n.opts.get("time_major") else x[0]
 
 
 def _outputs(n: Node, shapes: list) -> list:
@@ -589,9 +607,18 @@ def unidirectional_sequence_lstm(ctx: KernelContext) -> Run:
     return run
 
 
+def _lstm_states(n: Node, sequence: bool) -> int:
+    """Checks an LSTM's output and cell states (inputs 18, 19) against its batch; returns n_output."""
+    n_output = _lstm_n_output(n.shape(_W[1]), n.shape(_PROJ[0]))
+    w_forget = n.shape(_W[1])
+    n_cell = w_forget[0] if w_forget is not None and len(w_forget) == 2 else -1
+    _check_states(n, _batch(n, sequence), {18: n_output, 19: n_cell})
+    return n_output
+
+
 @shape_rule("UNIDIRECTIONAL_SEQUENCE_LSTM")
 def unidirectional_sequence_lstm_shape(n: Node) -> list[Shape | None]:
-    return _outputs(n, [_sequence_output(n, _lstm_n_output(n.shape(_W[1]), n.shape(_PROJ[0])))])
+    return _outputs(n, [_sequence_output(n, _lstm_states(n, True))])
 
 
 @CPU.register("LSTM", dtypes=("float32",))
@@ -619,7 +646,7 @@ def lstm(ctx: KernelContext) -> Run:
 
 @shape_rule("LSTM")
 def lstm_shape(n: Node) -> list[Shape | None]:
-    return _outputs(n, [_step_output(n, _lstm_n_output(n.shape(_W[1]), n.shape(_PROJ[0])))])
+    return _outputs(n, [_step_output(n, _lstm_states(n, False))])
 
 
 @CPU.register("BIDIRECTIONAL_SEQUENCE_LSTM", dtypes=("float32",))
@@ -630,6 +657,8 @@ def bidirectional_sequence_lstm(ctx: KernelContext) -> Run:
     with aux weights both directions add W_aux aux. merge_outputs concatenates [fw, bw] on the last axis.
     """
     ctx.expect_inputs(48)
+    if _is_hybrid_lstm(ctx):
+        return _bidirectional_lstm_hybrid(ctx)
     _require_float(ctx)
     steps, batch, n_input = _sequence_dims(ctx)
     time_major = bool(ctx.options.get("time_major", True))
@@ -695,6 +724,69 @@ def bidirectional_sequence_lstm_shape(n: Node) -> list[Shape | None]:
     bw = 17     # the backward direction's inputs follow the forward one's 17
     return _bidirectional_outputs(n, _lstm_n_output(n.shape(_W[1]), n.shape(_PROJ[0])),
                                   _lstm_n_output(n.shape(_W[1] + bw), n.shape(_PROJ[0] + bw)))
+
+
+def _lstm_direction(ctx: KernelContext, x: int, off: int, h: int, c: int, out: int) -> KernelContext:
+    """ctx seen as one direction of a BIDIRECTIONAL_SEQUENCE_LSTM in the (20-input) LSTM layout: input x
+    as input 0, inputs off+1 .. off+17 as 1 .. 17, states h and c as 18 and 19, output `out` as 0."""
+    view = copy.copy(ctx)
+    view.inputs = ((ctx.inputs[x],) + tuple(ctx.inputs[off + i] for i in range(1, 18))
+                   + (ctx.inputs[h], ctx.inputs[c]))
+    view.outputs = (ctx.outputs[out],)
+    return view
+
+
+def _bidirectional_lstm_hybrid(ctx: KernelContext) -> Run:
+    """The hybrid BIDIRECTIONAL_SEQUENCE_LSTM (LiteRT's EvalHybrid per direction): each direction is a
+    _HybridLstmCell read through _lstm_direction, the backward one over the reversed sequence (its input
+    the aux input when that comes without aux weights). Aux weights (stacking with cross links) are
+    refused."""
+    if any(ctx.has_input(i) for i in range(40, 48)):
+        raise ctx.fail("aux input weights are not supported by a hybrid BIDIRECTIONAL_SEQUENCE_LSTM")
+    steps, batch, n_input = _sequence_dims(ctx)
+    time_major = bool(ctx.options.get("time_major", True))
+    merge = bool(ctx.options.get("merge_outputs", False))
+    if len(ctx.outputs) != (1 if merge else 2):
+        raise ctx.fail(f"has {len(ctx.outputs)} outputs, expected {1 if merge else 2} "
+                       f"(merge_outputs={merge})")
+    bw_x = 39 if ctx.has_input(39) else 0
+    if bw_x:
+        aux = ctx.input_tensor(39).shape
+        if len(aux) != 3 or tuple(aux) != (*ctx.input_tensor(0).shape[:2], n_input):
+            raise ctx.fail(f"the aux input (the backward input) has shape {list(aux)}, expected the "
+                           f"input's {list(ctx.input_tensor(0).shape)}")
+    fw = _HybridLstmCell(_lstm_direction(ctx, 0, 0, 35, 36, 0), n_input)
+    bw = _HybridLstmCell(_lstm_direction(ctx, bw_x, 17, 37, 38, 0 if merge else 1), n_input)
+    for cell in (fw, bw):
+        cell.skip_per_row = not time_major     # LiteRT steps a batch-major sequence one row at a time
+    states = [_state_slot(ctx, 35, "fw_output_state", (batch, fw.n_output)),
+              _state_slot(ctx, 36, "fw_cell_state", (batch, fw.n_cell)),
+              _state_slot(ctx, 37, "bw_output_state", (batch, bw.n_output)),
+              _state_slot(ctx, 38, "bw_cell_state", (batch, bw.n_cell))]
+    v, ins, outs = ctx.values, ctx.inputs, ctx.outputs
+    nf, nb = fw.n_output, bw.n_output
+
+    def run() -> None:
+        x = v[ins[0]]
+        xb = v[ins[bw_x]]
+        b = x.shape[1] if time_major else x.shape[0]
+        hf, cf, hb, cb = (v[s] for s in states)
+        if merge:
+            out_f = out_b = np.empty(_sequence_output_shape(x.shape, nf + nb), _F32)
+            lo = nf
+        else:
+            out_f, out_b = (np.empty(_sequence_output_shape(x.shape, k), _F32) for k in (nf, nb))
+            lo = 0
+        hf, cf = _run_sequence(fw, x, np.reshape(hf, (b, nf)), np.reshape(cf, (b, fw.n_cell)), out_f,
+                               time_major, lo=0, hi=nf)
+        hb, cb = _run_sequence(bw, xb, np.reshape(hb, (b, nb)), np.reshape(cb, (b, bw.n_cell)), out_b,
+                               time_major, reverse=True, lo=lo, hi=lo + nb)
+        for s, val in zip(states, (hf, cf, hb, cb)):
+            v[s] = val
+        v[outs[0]] = out_f
+        if not merge:
+            v[outs[1]] = out_b
+    return run
 
 
 # -------------------------------------------------------------------------------------------------- RNN
@@ -856,7 +948,9 @@ def rnn(ctx: KernelContext) -> Run:
 
 @shape_rule("RNN")
 def rnn_shape(n: Node) -> list[Shape | None]:
-    return _outputs(n, [_step_output(n, _rnn_units(n.shape(1)))])
+    units = _rnn_units(n.shape(1))
+    _check_states(n, _batch(n, False), {4: units})
+    return _outputs(n, [_step_output(n, units)])
 
 
 @CPU.register("UNIDIRECTIONAL_SEQUENCE_RNN", dtypes=("float32",))
@@ -904,7 +998,9 @@ def _sequence_rnn_hybrid(ctx: KernelContext, cell: _HybridRnnCell, batch: int) -
 
 @shape_rule("UNIDIRECTIONAL_SEQUENCE_RNN")
 def unidirectional_sequence_rnn_shape(n: Node) -> list[Shape | None]:
-    return _outputs(n, [_sequence_output(n, _rnn_units(n.shape(1)))])
+    units = _rnn_units(n.shape(1))
+    _check_states(n, _batch(n, True), {4: units})
+    return _outputs(n, [_sequence_output(n, units)])
 
 
 @CPU.register("BIDIRECTIONAL_SEQUENCE_RNN", dtypes=("float32",))
@@ -1111,8 +1207,6 @@ def svdf_shape(n: Node) -> list[Shape | None]:
 # ------------------------------------------------------------------------------------ integer SVDF
 # LiteRT's EvalIntegerSVDF (reference/svdf.h; its tensor_utils are the portable ones on every target).
 
-from onert_py.backends.cpu._quant import multiply_by_quantized_multiplier, quantize_multiplier
-
 _I64S = np.dtype(np.int64)
 
 def _svdf_int_tensor(ctx: KernelContext, i: int, name: str, type_name: str, const: bool = False):
@@ -1232,12 +1326,6 @@ def _svdf_mbqm(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
 # portable tensor_utils), reproduced here on int64 arrays; gemmlowp's int16 sigmoid and tanh are tables
 # over all 65536 inputs, built once.
 
-from onert_py.backends.cpu._quant import (
-    INT32_MAX,
-    quantize_multiplier,
-    rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul,
-)
 
 _I64 = np.dtype(np.int64)
 

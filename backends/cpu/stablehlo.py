@@ -122,7 +122,7 @@ def stablehlo_pad(ctx: KernelContext) -> Run:
         out = out[crop]
         if any(s < 0 for s in out.shape):
             raise ValueError("STABLEHLO_PAD: negative result dimension")
-        v[o] = np.ascontiguousarray(out)
+        v[o] = np.require(out, requirements="C")   # (ascontiguousarray makes 0-d 1-d)
     return run
 
 
@@ -194,7 +194,7 @@ def stablehlo_gather(ctx: KernelContext) -> Run:
             index.append(full[..., d].reshape(batch_shape + (1,) * rank) + window)
         sliced = x[tuple(index)]                                     # [*batch, *slice_sizes]
         sliced = sliced.reshape(batch_shape + tuple(slice_sizes[d] for d in kept))
-        v[o] = np.ascontiguousarray(sliced.transpose(_gather_perm(out_rank, offset_dims, nb)))
+        v[o] = np.require(sliced.transpose(_gather_perm(out_rank, offset_dims, nb)), requirements="C")
     return run
 
 

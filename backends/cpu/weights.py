@@ -21,7 +21,7 @@ DENSE, SPARSE_CSR = 0, 1
 def _publish(ctx: KernelContext, value: np.ndarray) -> Run:
     """Run closure that stores a value precomputed at prepare time in the op's single output.
     (The compiler folds such ops away, so consumers like CONV_2D see a constant filter.)"""
-    value = np.ascontiguousarray(value)
+    value = np.array(value, order="C")      # (np.ascontiguousarray would make a 0-d value 1-d)
     value.setflags(write=False)
     (o,) = ctx.outputs
     v = ctx.values

@@ -143,23 +143,37 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as e:
                 raise PrepareError(f"{ctx.where}: {type(e).__name__}: {e}") from e
             if attrs[id(op)].foldable and _foldable(op, sg, folded):
-                _fold(ctx, run, folded)
+                folded.update(_evaluate(ctx, run, folded))
+                continue
+            if attrs[id(op)].foldable and _initializes_variables(op, sg, folded):
+                # Constant inputs written into a variable (a converter's DEQUANTIZE of an LSTM's zero
+                # state): LiteRT computes it once, then the variable carries its state from there.
+                ex.initial_values.update(_evaluate(ctx, run, folded))
                 continue
             ex.operations.append(op)
             ex.runs.append(run)
+        ex.reset_variables()
         ex.finalize(folded, may_keep)
     return executors
 
 
+def _constant_inputs(op: Operation, sg: Subgraph, folded: dict) -> bool:
+    """All inputs known at compile time (constants or folded results)."""
+    return bool(op.inputs and op.outputs) and \
+        all(t < 0 or sg.tensors[t].data is not None or t in folded for t in op.inputs)
+
+
 def _foldable(op: Operation, sg: Subgraph, folded: dict) -> bool:
-    """All inputs known at compile time (constants or folded results), outputs not variables."""
-    if not op.inputs or not op.outputs:
-        return False
-    return all(t < 0 or sg.tensors[t].data is not None or t in folded for t in op.inputs) and \
-        not any(sg.tensors[t].is_variable for t in op.outputs)
+    """Constant inputs, outputs not variables."""
+    return _constant_inputs(op, sg, folded) and not any(sg.tensors[t].is_variable for t in op.outputs)
 
 
-def _fold(ctx: KernelContext, run, folded: dict) -> None:
+def _initializes_variables(op: Operation, sg: Subgraph, folded: dict) -> bool:
+    """Constant inputs, every output a variable."""
+    return _constant_inputs(op, sg, folded) and all(sg.tensors[t].is_variable for t in op.outputs)
+
+
+def _evaluate(ctx: KernelContext, run, folded: dict) -> dict:
     """Constant folding: run the prepared kernel once now; its outputs become compile-time values
     (e.g. DEQUANTIZE/DENSIFY of weights, so CONV_2D sees a constant filter), never recomputed."""
     values = ctx.values
@@ -169,8 +183,10 @@ def _fold(ctx: KernelContext, run, folded: dict) -> None:
         run()
     except Exception as e:  # noqa: BLE001 - a constant expression that cannot be evaluated
         raise PrepareError(f"{ctx.where}: evaluating constant inputs failed: {type(e).__name__}: {e}") from e
+    out = {}
     for o in ctx.outputs:
         value = values[o]
         if isinstance(value, np.ndarray) and value.flags.writeable:
             value.setflags(write=False)
-        folded[o] = value
+        out[o] = value
+    return out

@@ -41,6 +41,8 @@ class Executor:
             if t.data is not None:
                 self.values[t.index] = scalar_or_array(t.data)
         self._variables = tuple(t for t in subgraph.tensors if t.is_variable)
+        # a variable's initial value computed at compile time from constants (compiler: initializers)
+        self.initial_values: dict[int, np.ndarray] = {}
         self.reset_variables()
         self.input_indices: tuple[int, ...] = subgraph.inputs
         self.output_indices: tuple[int, ...] = subgraph.outputs
@@ -58,11 +60,14 @@ class Executor:
         self._plans: dict = {}   # shapes key -> (plan, arena, views), see plan_memory
 
     def reset_variables(self) -> None:
-        """Stateful tensors (is_variable: RNN/LSTM state) back to their initial value: zeros by default,
-        and an int8 tensor's zero point (real 0) as LiteRT's ResetVariableTensor does."""
+        """Stateful tensors (is_variable: RNN/LSTM state) back to their initial value: their data, the
+        value an initializer computed, else zeros (an int8 tensor's zero point, real 0, as LiteRT's
+        ResetVariableTensor)."""
         for t in self._variables:
             if t.data is not None:
                 self.values[t.index] = t.data
+            elif t.index in self.initial_values:
+                self.values[t.index] = np.array(self.initial_values[t.index])
             elif t.type_name == "INT8" and t.quantization is not None and t.quantization.zero_point.size:
                 self.values[t.index] = np.full(t.shape, t.quantization.zero_point.reshape(-1)[0], np.int8)
             else:

@@ -3,7 +3,8 @@
 Each ``corpus/<name>.tflite`` has a ``corpus/<name>.npz`` holding its inputs (``in_k``, in the order
 of the main subgraph's inputs), the reference outputs (``out_k``) and their ``source`` ("litert" or,
 where LiteRT cannot run the model, "tensorflow"; "litert-builtin" for the post-training-quantized
-models: LiteRT's builtin kernels without the XNNPACK delegate, which integer outputs must equal).
+models: LiteRT's builtin kernels without the XNNPACK delegate, which integer outputs must equal, and
+dynamic-range models' float outputs within the manifest's tolerances).
 ``corpus/MANIFEST.json`` describes every model and may widen the tolerances of one (with a reason). Regenerate with ``tools/conformance/generate.py``
 (needs TensorFlow, the ``dev`` extra); running these tests needs neither TensorFlow nor LiteRT.
 
@@ -33,8 +34,11 @@ ENTRIES = {e["name"]: e for e in MANIFEST["models"]}
 MODELS = sorted(p.stem for p in CORPUS.glob("*.tflite"))
 DEFAULT_RTOL = MANIFEST.get("default_rtol", 1e-5)
 DEFAULT_ATOL = MANIFEST.get("default_atol", 1e-5)
-# Post-training quantization variants (tools/conformance/generate.py QUANTIZED_VARIANTS).
+# Post-training quantization variants (tools/conformance/generate.py QUANTIZED_VARIANTS), and those whose
+# reference is LiteRT's builtin kernels (BUILTIN_REFERENCE_VARIANTS: also dynamic range, whose hybrid
+# float outputs are compared with the manifest's tolerances, atol scaled to the output magnitude).
 QUANTIZED_VARIANTS = ("int8", "int8_uint8io", "int16x8")
+BUILTIN_REFERENCE_VARIANTS = QUANTIZED_VARIANTS + ("dynamic_range",)
 
 
 def _missing_kernels(name: str) -> list[str]:
@@ -65,6 +69,11 @@ def _params():
             known = None if missing else known_mismatch(name, fmt)
             fmt_marks = marks + ([pytest.mark.xfail(strict=True, reason=known)] if known else [])
             yield pytest.param(name, fmt, id=f"{name}-{fmt}", marks=fmt_marks)
+
+
+def _has_variable_tensors(name: str) -> bool:
+    model = onert_py.load_model(str(CORPUS / f"{name}.tflite"))
+    return any(t.is_variable for sg in model.subgraphs for t in sg.tensors)
 
 
 def _has_control_flow(name: str) -> bool:
@@ -118,8 +127,9 @@ def test_manifest_lists_every_model():
         runs, source = _load_runs(name)
         entry = ENTRIES[name]
         assert source == entry["source"] in ("litert", "tensorflow", "litert-builtin")
-        # quantized models' references are LiteRT's builtin kernels without a delegate (bit-exact target)
-        assert (source == "litert-builtin") == (entry.get("converter", "") in QUANTIZED_VARIANTS), name
+        # quantized models' references are LiteRT's builtin kernels without a delegate (bit-exact target
+        # for the integer ones)
+        assert (source == "litert-builtin") == (entry.get("converter", "") in BUILTIN_REFERENCE_VARIANTS), name
         assert entry["description"]
         # the manifest describes every stored input set
         extra = entry.get("extra_runs", [])
@@ -140,12 +150,17 @@ def test_corpus_model(name, fmt):
     before = [[x.copy() for x in ins] for ins, _ in runs]
     # "tflite-copyall": the control-flow ops copy every subgraph input/output (the seed behaviour)
     copy = "all" if fmt.endswith("-copyall") else "reference"
-    sess = onert_py.infer.session(_model_bytes(name, fmt.split("-")[0]), controlflow_copy=copy)
+    data = _model_bytes(name, fmt.split("-")[0])
+    sess = onert_py.infer.session(data, controlflow_copy=copy)
     # every stored input set in turn, then the first again (on copies): state and shapes from one
     # run must not leak into the next, including a change of batch size / sequence length and back
     for n, r in enumerate(list(range(len(runs))) + [0]):
         inputs, expected = runs[r]
         again = n == len(runs)
+        if again and _has_variable_tensors(name):
+            # variable tensors (a fused LSTM's state) keep their values across invokes, in LiteRT too:
+            # the stored outputs are those of a first invoke
+            sess = onert_py.infer.session(data, controlflow_copy=copy)
         got = sess.infer([x.copy() for x in inputs] if again else inputs)
         _compare(got, expected, rtol, atol, f"{name} ({fmt}) input set {r}" + (" again" if again else ""))
     for (ins, _), bs in zip(runs, before):

@@ -5,7 +5,6 @@ The converter model ``corpus/greedy_decode_grow_empty.tflite`` feeds such a cons
 initial value of a growing sequence.
 """
 import numpy as np
-import pytest
 
 import onert_py
 from helpers import assert_matches_litert, single_op_model

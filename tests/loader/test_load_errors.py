@@ -1,5 +1,4 @@
 """A malformed or hostile file gives a LoadError that says what is wrong, never a raw Python error."""
-import struct
 
 import numpy as np
 import pytest

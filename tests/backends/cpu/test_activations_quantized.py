@@ -301,12 +301,46 @@ def test_tanh_logistic_int16_params_checked(op, q_out, match):
         run_litert_builtin(mb, [np.zeros(9, np.int16)])
 
 
+@pytest.mark.parametrize("op, s_in", [("TANH", 2 ** -12), ("TANH", 2 ** -11), ("LOGISTIC", 2 ** -12),
+                                      # within CheckedLog2's 1e-3 of a power of two: the same kernel
+                                      ("TANH", 2 ** -12 * 1.0005), ("TANH", 2 ** -11 * 0.9996),
+                                      ("LOGISTIC", 2 ** -12 * 0.9994),
+                                      # other powers of two take the table kernel
+                                      ("LOGISTIC", 2 ** -11), ("TANH", 2 ** -10), ("LOGISTIC", 2 ** -10),
+                                      ("TANH", 2 ** -8), ("LOGISTIC", 2 ** -8), ("TANH", 2 ** -13),
+                                      ("TANH", 2 ** -12 * 1.002)])
+def test_tanh_logistic_int16_power_of_two_scales(op, s_in):
+    """Input scales 2**-12 (and 2**-11 for TANH), where LiteRT runs its gemmlowp fixed-point kernel,
+    over every int16 value (saturation ends included), and the neighbouring scales of its table kernel."""
+    x = np.arange(-32768, 32768).astype(np.int16)
+    mb = single_op_model(op, [("x", [65536], np.int16, (s_in, 0))], [("y", [65536], np.int16, (2 ** -15, 0))])
+    check_builtin(mb, [x])
+
+
 @pytest.mark.parametrize("op, s_in", [("TANH", 2 ** -12), ("TANH", 2 ** -11), ("LOGISTIC", 2 ** -12)])
-def test_tanh_logistic_int16_power_of_two_scale_is_refused(op, s_in):
-    # LiteRT runs these scales through its gemmlowp fixed-point kernel, which onert-py does not have
-    mb = single_op_model(op, [("x", [9], np.int16, (s_in, 0))], [("y", [9], np.int16, (2 ** -15, 0))])
-    with pytest.raises(PrepareError, match="power-of-two"):
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 17), (4, 1, 8)])
+def test_tanh_logistic_int16_power_of_two_shapes(op, s_in, shape):
+    """The gemmlowp kernel's SIMD blocks of 8 and 16 and its scalar tail (odd sizes, rank 0)."""
+    n = int(np.prod(shape))
+    x = rng(n).integers(-32768, 32768, n)
+    x[: min(n, 4)] = [-32768, 32767, 0, -1][: min(n, 4)]
+    x = x.astype(np.int16).reshape(shape)
+    mb = single_op_model(op, [("x", list(shape), np.int16, (s_in, 0))],
+                         [("y", list(shape), np.int16, (2 ** -15, 0))])
+    check_builtin(mb, [x])
+
+
+@pytest.mark.parametrize("op, q_in, q_out, match", [
+    ("TANH", (2 ** -12, 0), (2 ** -14, 0), "2\\*\\*-15"),
+    ("LOGISTIC", (2 ** -12, 0), (2 ** -15 * 1.0003, 0), "1/32768"),
+    ("TANH", (2 ** -11, 3), (2 ** -15, 0), "zero point 0"),
+    ("LOGISTIC", (2 ** -12, 0), (2 ** -15, -2), "zero point 0")])
+def test_tanh_logistic_int16_power_of_two_params_checked(op, q_in, q_out, match):
+    mb = single_op_model(op, [("x", [9], np.int16, q_in)], [("y", [9], np.int16, q_out)])
+    with pytest.raises(PrepareError, match=match):
         run_onert(mb, [np.zeros(9, np.int16)])
+    with pytest.raises(Exception):   # LiteRT refuses it too
+        run_litert_builtin(mb, [np.zeros(9, np.int16)])
 
 
 # ------------------------------------------------------------------------------ LOG_SOFTMAX

@@ -430,6 +430,50 @@ def test_div_refusals():
     mb, xs = _binary("DIV", np.int8, ([3], [3]), [(1.0, 0), (1e-5, 0), (1e-4, 0)])
     with pytest.raises(PrepareError, match="too large"):
         run_onert(mb, xs)
-    mb, xs = _binary("DIV", np.int16, ([3], [3]), [(0.1, 0), (0.1, 0), (0.1, 0)])
-    with pytest.raises((UnsupportedOpError, PrepareError)):
+    mb, xs = _binary("DIV", np.int16, ([3], [3]), [(1.0, 0), (0.01, 0), (0.005, 0)])   # 2**14.3
+    with pytest.raises(PrepareError, match="too large"):
         run_onert(mb, xs)
+
+
+# int16 DIV: LiteRT 2.3 runs it through the same fixed-point kernel as 8-bit (for broadcasts and
+# elementwise alike). Rescale multipliers from 2**-10 to just under 2**14 (the largest whose final shift
+# stays defined), zero points 0 and (LiteRT does not require symmetric int16 here) off zero.
+_DIV16_PARAMS = [
+    ((0.01, 0), (0.02, 0), (0.005, 0)),
+    ((1.0, 0), (0.01, 0), (0.01, 0)),            # multiplier 10000: shift 14
+    ((0.001, 0), (0.3, 0), (1e-5, 0)),
+    ((0.0001, 0), (0.5, 0), (0.2, 0)),           # multiplier 1e-3
+    ((0.013, 5), (0.021, -7), (0.0031, 3)),
+    ((0.5, -32768), (0.25, 32767), (0.002, -32768)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(_DIV16_PARAMS)))
+def test_div_int16(k):
+    qs = _DIV16_PARAMS[k]
+    for j, shapes in enumerate(_DIV_SHAPES + [([2, 700], [2, 700])]):
+        _div_check(np.int16, shapes, qs, seed=100 + 10 * k + j, fused_activation_function=NONE)
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_div_int16_activations(act):
+    qs = ((0.0004, 0), (0.0003, 0), (0.0002, 0))
+    _div_check(np.int16, ([4, 33], [4, 33]), qs, seed=act, fused_activation_function=act)
+    _div_check(np.int16, ([4, 1, 3], [7, 3]), qs, seed=act + 5, fused_activation_function=act)
+
+
+def test_div_int16_every_dividend():
+    """Every int16 dividend against small, middle and extreme divisors: the small dividends whose final
+    shift reaches 32 bits round as LiteRT's x86 build computes the undefined shift."""
+    for q in _DIV16_PARAMS[:3] + _DIV16_PARAMS[4:]:
+        zb = q[1][1]
+        divisors = np.array([1, -1, 2, -2, 3, 7, -100, 1000, -12345, 32767, -32768]) + zb
+        divisors = np.unique(np.clip(divisors, -32768, 32767))
+        divisors = divisors[divisors != zb]
+        values = np.arange(-32768, 32768)
+        a = np.tile(values, divisors.size).astype(np.int16)
+        b = np.repeat(divisors, values.size).astype(np.int16)
+        n = a.size
+        mb = single_op_model("DIV", [("a", [n], np.int16, q[0]), ("b", [n], np.int16, q[1])],
+                             [("y", [n], np.int16, q[2])])
+        check_builtin(mb, [a, b])

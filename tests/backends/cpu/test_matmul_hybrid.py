@@ -16,7 +16,7 @@ import pytest
 
 import onert_py
 from onert_py.errors import PrepareError
-from helpers import FORMATS, check_builtin, rng, run_litert_builtin, run_onert, single_op_model
+from helpers import FORMATS, rng, run_litert_builtin, run_onert, single_op_model
 
 RTOL = 1e-6
 DATA = Path(__file__).parent / "data"

@@ -258,3 +258,157 @@ def test_batch_matmul_int16_zero_point_refused():
     _refused_by_litert(mb, x)
     with pytest.raises(PrepareError, match="zero points 0"):
         run_onert(mb, x)
+
+
+# ------------------------------------------------------------------ FULLY_CONNECTED, SHUFFLED4x16INT8
+
+SHUFFLED4X16INT8 = 1
+
+
+def _shuffle_4x16(w):
+    """LiteRT's SHUFFLED4x16INT8 layout of uint8 weights [units, depth], written from its description:
+    for each group of 4 output rows, for each group of 16 depth columns, the 4x16 block row by row;
+    every byte with its sign bit flipped (so that as int8 it is the weight minus 128)."""
+    units, depth = w.shape
+    stream = []
+    for c in range(0, units, 4):
+        for d in range(0, depth, 16):
+            for i in range(4):
+                stream.extend(int(b) ^ 0x80 for b in w[c + i, d:d + 16])
+    return np.array(stream, np.uint8).reshape(units, depth)
+
+
+def _shuffled_model(x_shape, w, bias, q_x, q_w, q_o, ws_shape=None, keep=False, act=NONE, x_dt=np.uint8,
+                    w_dt=np.uint8, out_dt=np.int16, q_b=None):
+    units, depth = w.shape
+    rows = int(np.prod(x_shape)) // depth
+    out_shape = list(x_shape[:-1]) + [units] if keep else [rows, units]
+    ins = [("x", list(x_shape), x_dt, q_x), ("const", w.astype(w_dt), q_w)]
+    if bias is not None:
+        ins.append(("const", bias, q_b or (float(np.float32(q_x[0]) * np.float32(q_w[0])), 0)))
+    outs = [("y", out_shape, out_dt, q_o), ("workspace", list(ws_shape or [rows, depth]), np.uint8)]
+    return single_op_model("FULLY_CONNECTED", ins, outs, fused_activation_function=act, keep_num_dims=keep,
+                           weights_format=SHUFFLED4X16INT8)
+
+
+# (input scale, weight scale, output scale): multipliers of powers of two (ties of every rounding step,
+# above and below 1), one far above 1 (the left shift wraps around int32 before the high multiply),
+# arbitrary ones, an int16 "3 integer bits" output (2**-12) as LSTM converters make.
+_SHUFFLED_SCALES = [(0.5, 0.25, 4.0), (0.5, 0.25, 1 / 64), (0.5, 0.5, 2 ** -14), (0.03, 0.07, 0.5),
+                    (0.02, 0.015, 2 ** -12), (0.004, 0.003, 0.9), (0.01, 0.01, 2 ** -16)]
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+@pytest.mark.parametrize("units, depth", [(4, 16), (16, 64), (12, 48), (8, 256)])
+@pytest.mark.parametrize("k", range(len(_SHUFFLED_SCALES)))
+def test_fully_connected_shuffled(rows, units, depth, k):
+    r = rng(100 * k + units + rows)
+    w = r.integers(0, 256, (units, depth)).astype(np.uint8)
+    x = r.integers(0, 256, (rows, depth)).astype(np.uint8)
+    w[0, :5], x[0, :5] = [0, 255, 128, 0, 255], [255, 0, 128, 0, 255]
+    bias = r.integers(-60000, 60000, units).astype(np.int32)
+    bias[-1] = 2 ** 31 - 1 - 256 * 128 * 128   # large, without overflowing the int32 accumulator
+    sx, sw, so = _SHUFFLED_SCALES[k]
+    mb = _shuffled_model([rows, depth], _shuffle_4x16(w), bias, (sx, 128), (sw, 128), (so, 0))
+    check_builtin(mb, [x])
+
+
+@pytest.mark.parametrize("x_shape, keep", [([2, 2, 32], True), ([1, 1, 32], True), ([2, 64], False),
+                                           ([4, 8, 4], False), ([128], False)])
+def test_fully_connected_shuffled_input_shapes(x_shape, keep):
+    """keep_num_dims and inputs flattened into 1 or 4 rows of the depth."""
+    r = rng(len(x_shape))
+    w = r.integers(0, 256, (8, 32)).astype(np.uint8)
+    x = r.integers(0, 256, x_shape).astype(np.uint8)
+    bias = r.integers(-3000, 3000, 8).astype(np.int32)
+    mb = _shuffled_model(x_shape, _shuffle_4x16(w), bias, (0.05, 128), (0.02, 128), (2 ** -10, 0), keep=keep)
+    check_builtin(mb, [x])
+
+
+def test_fully_connected_shuffled_left_shift_wraps():
+    """A multiplier of 2**13: the shifted accumulator 2**20 wraps to 0 in int32 (LiteRT gives 0, not the
+    saturated 32767), 2**20 + 5 to 5 * 2**13; a workspace declared [1, 64] flat as [64]."""
+    x = np.zeros((1, 64), np.uint8)
+    w = np.zeros((4, 64), np.uint8)
+    w[1, :32], w[2, :] = 255, 64
+    bias = np.array([0, 0, 0, 5], np.int32)
+    mb = _shuffled_model([1, 64], _shuffle_4x16(w), bias, (0.5, 128), (0.5, 128), (2 ** -14, 0), ws_shape=[64])
+    y, _ = check_builtin(mb, [x])
+    np.testing.assert_array_equal(y, [[0, 32767, 0, 20480]])
+
+
+def _shuffled_refusal(mb, x, match, litert_refuses):
+    if litert_refuses:
+        _refused_by_litert(mb, [x])
+    with pytest.raises(PrepareError, match=match):
+        run_onert(mb, [x])
+
+
+_W16 = _shuffle_4x16(np.arange(4 * 16, dtype=np.int64).reshape(4, 16).astype(np.uint8))
+_B4 = np.zeros(4, np.int32)
+
+
+@pytest.mark.parametrize("case", ["int8 input", "uint8 output", "rows 2", "rows 3", "zero points",
+                                  "output zero point", "relu", "units", "depth", "no bias", "int64 bias",
+                                  "workspace size"])
+def test_fully_connected_shuffled_refusals(case):
+    """LiteRT refuses other types at prepare; it runs 1 or 4 rows only (other counts leave the output
+    unwritten), assumes zero points 128/128/0 and no activation (ignoring the declared ones) and needs
+    units % 4 == 0, depth % 16 == 0 and a bias (debug checks, or a crash): refused by onert-py."""
+    q = dict(q_x=(0.1, 128), q_w=(0.1, 128), q_o=(2 ** -10, 0))
+    x = np.zeros((1, 16), np.uint8)
+    litert_refuses = False
+    if case == "int8 input":
+        mb = _shuffled_model([1, 16], _W16.view(np.int8), _B4, (0.1, 0), (0.1, 0), (2 ** -10, 0), x_dt=np.int8,
+                             w_dt=np.int8)
+        x, match, litert_refuses = x.view(np.int8), "uint8 x uint8 -> int16", True
+    elif case == "uint8 output":
+        mb = _shuffled_model([1, 16], _W16, _B4, q["q_x"], q["q_w"], (0.5, 128), out_dt=np.uint8)
+        match, litert_refuses = "uint8 x uint8 -> int16", True
+    elif case in ("rows 2", "rows 3"):
+        n = int(case[-1])
+        x = np.zeros((n, 16), np.uint8)
+        mb = _shuffled_model([n, 16], _W16, _B4, **q)
+        match = f"1 or 4 input rows.*not {n}"
+    elif case == "zero points":
+        mb = _shuffled_model([1, 16], _W16, _B4, (0.1, 120), (0.1, 128), (2 ** -10, 0))
+        match = "zero points 128"
+    elif case == "output zero point":
+        mb = _shuffled_model([1, 16], _W16, _B4, (0.1, 128), (0.1, 128), (2 ** -10, 7))
+        match = "zero points 128"
+    elif case == "relu":
+        mb = _shuffled_model([1, 16], _W16, _B4, act=RELU, **q)
+        match = "fused activation"
+    elif case == "units":
+        mb = _shuffled_model([1, 16], np.zeros((6, 16), np.uint8), np.zeros(6, np.int32), **q)
+        match = "multiple of 4"
+    elif case == "depth":
+        x = np.zeros((1, 24), np.uint8)
+        mb = _shuffled_model([1, 24], np.zeros((4, 24), np.uint8), _B4, **q)
+        match = "multiple of 16"
+    elif case == "no bias":
+        mb = _shuffled_model([1, 16], _W16, None, **q)
+        match = "INT32 bias"
+    elif case == "int64 bias":
+        mb = _shuffled_model([1, 16], _W16, _B4.astype(np.int64), **q)
+        match = "INT32 bias"
+    else:
+        mb = _shuffled_model([1, 16], _W16, _B4, ws_shape=[1, 8], **q)
+        match = "workspace"
+    _shuffled_refusal(mb, x, match, litert_refuses)
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_fully_connected_shuffled_weights_as_input(rows):
+    """Shuffled weights and the bias fed at run time (un-shuffled on every run)."""
+    r = rng(rows + 40)
+    w = r.integers(0, 256, (8, 32)).astype(np.uint8)
+    x = r.integers(0, 256, (rows, 32)).astype(np.uint8)
+    bias = r.integers(-9000, 9000, 8).astype(np.int32)
+    sx, sw = 0.03, 0.02
+    mb = single_op_model("FULLY_CONNECTED", [("x", [rows, 32], np.uint8, (sx, 128)),
+                                             ("w", [8, 32], np.uint8, (sw, 128)),
+                                             ("b", [8], np.int32, (float(np.float32(sx) * np.float32(sw)), 0))],
+                         [("y", [rows, 8], np.int16, (2 ** -11, 0)), ("workspace", [rows, 32], np.uint8)],
+                         weights_format=SHUFFLED4X16INT8)
+    check_builtin(mb, [x, _shuffle_4x16(w), bias])

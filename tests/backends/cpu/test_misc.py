@@ -3,7 +3,7 @@ against LiteRT."""
 import numpy as np
 import pytest
 
-from helpers import (FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_litert, run_onert,
+from helpers import (FIXED_DTYPES, assert_matches_litert, check_builtin, dtype_values, rng, run_onert,
                      single_op_model)
 from onert_py.backends.registry import CPU, load_builtin_kernels
 

@@ -40,6 +40,17 @@ def test_dequantize_float16_constant_matches_litert():
     np.testing.assert_array_equal(got, w.astype(np.float32))
 
 
+@pytest.mark.parametrize("shape", [(), (1,), (2, 3)])
+def test_dequantize_float16_constant_keeps_its_rank(shape):
+    # a rank-0 constant stays rank 0 (LiteRT's); the converter emits these for scalar operands
+    w = np.asarray(rng(5).normal(size=shape)).astype(np.float16)
+    mb = single_op_model("DEQUANTIZE", [("const", w)], [("y", list(shape), "float32")])
+    (y,) = run_onert(mb, [])
+    assert y.shape == shape and y.dtype == np.float32
+    np.testing.assert_array_equal(y, w.astype(np.float32))
+    check_builtin(mb, [])           # and LiteRT's shape (XNNPACK refuses a model of one constant)
+
+
 def test_dequantize_per_channel_constant():
     g = rng(3)
     w = g.integers(-127, 127, (3, 4, 2), endpoint=True).astype(np.int8)
