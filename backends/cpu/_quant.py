@@ -119,6 +119,15 @@ def multiply_by_quantized_multiplier(x, multiplier, shift):
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x << left, multiplier), right)
 
 
+def multiply_by_quantized_multiplier_wrapping(x, multiplier, shift):
+    """multiply_by_quantized_multiplier with C's int32 left shift: x * 2**shift wraps around int32 (as
+    the compiled kernels do when the product is too large), then the same double rounding."""
+    shift = np.asarray(shift, _I64)
+    high = saturating_rounding_doubling_high_mul(wrap_int32(np.asarray(x, _I64) << np.maximum(shift, 0)),
+                                                 multiplier)
+    return rounding_divide_by_pot(high, np.maximum(-shift, 0) if shift.ndim else max(-int(shift), 0))
+
+
 def multiply_by_quantized_multiplier_int64(x, multiplier, shift):
     """TFLite's MultiplyByQuantizedMultiplier for int64 accumulators (16x8 kernels): the multiplier
     reduced to 15 bits, one rounding shift."""
@@ -341,3 +350,97 @@ class OutputStage:
         out = np.empty(a.shape, self.dtype)
         clip_ufunc(a, self.lo, self.hi, out=out, casting="unsafe")
         return out
+
+
+# ------------------------------------------------------------- gemmlowp int16 fixed point
+# gemmlowp's FixedPoint<int16> arithmetic (the integer LSTM's gates, int16 TANH/LOGISTIC with a
+# power-of-two input scale) on int64 arrays; its sigmoid and tanh are tables over all 65536 inputs,
+# built once.
+
+def wrap_int16(x):
+    """int64 values cast to int16 as C does (modulo 2**16), kept as int64."""
+    return ((np.asarray(x, _I64) + 32768) & 0xFFFF) - 32768
+
+
+def saturating_rounding_doubling_high_mul16(a, b):
+    """gemmlowp's int16 SaturatingRoundingDoublingHighMul: (a*b + nudge) / 2**15 truncated, -1*-1 -> max."""
+    ab = a * b
+    total = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    q = np.where(total >= 0, total >> 15, -((-total) >> 15))
+    return np.where((a == -32768) & (b == -32768), 32767, wrap_int16(q))
+
+
+def _pot16(x, e: int):
+    """gemmlowp's SaturatingRoundingMultiplyByPOT<e> on int16 values."""
+    if e > 0:
+        threshold = (1 << (15 - e)) - 1
+        return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, wrap_int16(x << e)))
+    return rounding_divide_by_pot(x, -e) if e < 0 else x
+
+
+def _const16(raw32: int) -> int:
+    """GEMMLOWP_CHECKED_FIXEDPOINT_CONSTANT for int16: the int32 raw constant rounding-shifted by 16."""
+    return int(rounding_divide_by_pot(np.int64(raw32), 16))
+
+
+def _exp_on_negative16(a, ib: int):
+    """gemmlowp exp_on_negative_values for FixedPoint<int16, ib>: an F0 result."""
+    fb = 15 - ib
+    quarter = 1 << (fb - 2)
+    amq = wrap_int16((a & (quarter - 1)) - quarter)
+    x = wrap_int16(_pot16(amq, ib) + (1 << 12))            # Rescale<0>, then + 1/8 (F0)
+    x2 = saturating_rounding_doubling_high_mul16(x, x)
+    x3 = saturating_rounding_doubling_high_mul16(x2, x)
+    x4 = saturating_rounding_doubling_high_mul16(x2, x2)
+    t = saturating_rounding_doubling_high_mul16(wrap_int16(rounding_divide_by_pot(x4, 2) + x3), _const16(715827883))
+    t = rounding_divide_by_pot(wrap_int16(t + x2), 1)
+    c = _const16(1895147668)
+    result = np.clip(c + saturating_rounding_doubling_high_mul16(np.full_like(x, c), wrap_int16(x + t)), -32768, 32767)
+    remainder = wrap_int16(amq - a)
+    for exponent, mult in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+                           (2, 39332535), (3, 720401), (4, 242)):
+        if ib > exponent:
+            bit = (remainder & (1 << (fb + exponent))) != 0
+            result = np.where(bit, saturating_rounding_doubling_high_mul16(result, np.full_like(result, _const16(mult))), result)
+    if ib > 5:
+        result = np.where(a < _const16(-(1 << (36 - ib))), 0, result)
+    return np.where(a == 0, 32767, result)
+
+
+def _newton_reciprocal16(a, minus_one: bool):
+    """gemmlowp's 1/(1+x) (or (1-x)/(1+x) when minus_one) for F0 x in (0, 1): Newton-Raphson in F2."""
+    s = a + 32767
+    half = wrap_int16(np.where(s >= 0, (s + 1) // 2, -((-(s - 1)) // 2)))   # RoundingHalfSum, C division
+    x = wrap_int16(_const16(1515870810) + saturating_rounding_doubling_high_mul16(half, np.full_like(half, _const16(-1010580540))))
+    for _ in range(3):
+        one_minus = wrap_int16(8192 - saturating_rounding_doubling_high_mul16(half, x))
+        x = wrap_int16(x + _pot16(saturating_rounding_doubling_high_mul16(x, one_minus), 2))
+    return _pot16(wrap_int16(x - 8192), 2) if minus_one else _pot16(x, 1)
+
+
+def _gemmlowp_logistic16(a, ib: int):
+    pos = a > 0
+    absx = np.where(pos, a, wrap_int16(-a))
+    r_pos = _newton_reciprocal16(_exp_on_negative16(wrap_int16(-absx), ib), False)
+    return np.where(a == 0, 16384, np.where(pos, r_pos, wrap_int16(32767 - r_pos)))
+
+
+def _gemmlowp_tanh16(a, ib: int):
+    neg = a < 0
+    n = np.where(neg, a, wrap_int16(-a))
+    t = _newton_reciprocal16(_exp_on_negative16(n, ib + 1), True)
+    return np.where(a == 0, 0, np.where(neg, wrap_int16(-t), t))
+
+
+_GEMMLOWP_TABLES: dict[tuple[str, int], np.ndarray] = {}
+
+
+def gemmlowp_table(fn: str, ib: int) -> np.ndarray:
+    """The int16 -> int16 table of gemmlowp's logistic or tanh of FixedPoint<int16, ib> (F0 result)."""
+    key = (fn, ib)
+    table = _GEMMLOWP_TABLES.get(key)
+    if table is None:
+        raw = np.arange(-32768, 32768, dtype=_I64)
+        f = _gemmlowp_logistic16 if fn == "logistic" else _gemmlowp_tanh16
+        table = _GEMMLOWP_TABLES[key] = f(raw, ib).astype(np.int16)
+    return table

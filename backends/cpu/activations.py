@@ -13,16 +13,10 @@ import numpy as np
 from onert_py.backends.cpu._common import Scratch
 from onert_py.backends.cpu._common import clip_ufunc as _clip_ufunc
 from onert_py.backends.cpu._conv_plan import ROW, chunk
-from onert_py.backends.cpu._quant import (same_type_qparams, 
-    multiply_by_quantized_multiplier,
-    qparams,
-    quantize_multiplier,
-    round_half_away32,
-    rounding_divide_by_pot,
-    to_int32_x86,
-    wrap_int32,
-)
-from onert_py.backends.cpu.recurrent import _gemmlowp_table
+from onert_py.backends.cpu._quant import (gemmlowp_table, multiply_by_quantized_multiplier, qparams,
+                                          quantize_multiplier, round_half_away32, rounding_divide_by_pot,
+                                          same_type_qparams, saturating_rounding_doubling_high_mul16,
+                                          to_int32_x86, wrap_int32)
 from onert_py.backends.cpu.shape import check_dtype
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import broadcasting, same_shape
@@ -420,7 +414,7 @@ def _tanh_logistic16(ctx: KernelContext, tanh: bool) -> Run:
     - 1) and mirror negative inputs. A power-of-two input scale (2**-12, or 2**-11 for TANH: LiteRT's
     input_left_shift 0 or 1) runs LiteRT's optimized gemmlowp kernel instead: x as FixedPoint<int16, 3>
     (doubled, saturating, for TANH at 2**-11) through gemmlowp's tanh / logistic, an F0 result, which
-    `recurrent._gemmlowp_table` tabulates for all 65536 inputs. (Its SSE blocks round the int16 high
+    `_quant.gemmlowp_table` tabulates for all 65536 inputs. (Its SSE blocks round the int16 high
     multiply half up, its scalar tail half away from zero: the outputs are the same for every input.)"""
     op = "TANH" if tanh else "LOGISTIC"
     s_in, _, s_out, _ = _q_unary(ctx, ("int16",))
@@ -431,7 +425,7 @@ def _tanh_logistic16(ctx: KernelContext, tanh: bool) -> Run:
         raise ctx.fail(f"int16 {op} needs output scale 2**-15, has {float(s_out)}")
     pot_in, l2_in = _checked_log2(s_in)
     if pot_in and 12 + l2_in in ((0, 1) if tanh else (0,)):
-        table = _gemmlowp_table("tanh" if tanh else "logistic", 3)
+        table = gemmlowp_table("tanh" if tanh else "logistic", 3)
         if 12 + l2_in == 1:
             # SaturatingRoundingMultiplyByPOT<1> of the input, then the 2**-12 table
             table = table[np.clip(np.arange(-32768, 32768) * 2, -32768, 32767) + 32768]
@@ -543,15 +537,6 @@ def hard_swish(ctx: KernelContext) -> Run:
     return _unary(ctx, hswish, hswish_out)
 
 
-def _srdhm16(a, b):
-    """gemmlowp's SaturatingRoundingDoublingHighMul on int16 values: (a*b + nudge) / 2**15 truncated,
-    the nudge 2**14 (1 - 2**14 for a negative product), int16 min * int16 min saturating."""
-    ab = a * b
-    t = ab + np.where(ab >= 0, _I64(1 << 14), _I64(1 - (1 << 14)))
-    q = np.where(t >= 0, t >> 15, -((-t) >> 15))
-    return np.where((a == -32768) & (b == -32768), _I64(32767), q)
-
-
 def _sat_shl16(x, amount: int):
     return np.clip(x * (1 << amount), -32768, 32767)
 
@@ -584,11 +569,11 @@ def hard_swish_quantized(ctx: KernelContext) -> Run:
 
     def run() -> None:
         x_hi = (np.asarray(v[a], np.int64) - z_in) * 128      # fits int16: |x - zp| <= 255
-        pre = _srdhm16(x_hi, m_out)
+        pre = saturating_rounding_doubling_high_mul16(x_hi, m_out)
         r = x_hi
         if e_rel > 0:
             r = _sat_shl16(r, e_rel - 1)
-        r = _srdhm16(r, m_rel)
+        r = saturating_rounding_doubling_high_mul16(r, m_rel)
         if e_rel > 0:
             r = _sat_shl16(r, 1)
         elif e_rel < 0:

@@ -841,6 +841,24 @@ def depthwise_conv_2d_quantized(ctx: KernelContext) -> Run:
                                  q.w.reshape(-1, cout).sum(axis=0))
 
 
+def _constant_output_shape(ctx: KernelContext, get_plan: Callable) -> tuple[int, ...] | None:
+    """TRANSPOSE_CONV's output_shape (input 0) when it is a constant, checked (4 values) and, for a static
+    input, planned now; None when it comes at run time."""
+    os_const = ctx.const(0)
+    if os_const is None:
+        return None
+    if os_const.size != 4:
+        raise ctx.fail(f"output_shape must hold 4 values, has {os_const.size}")
+    out_key = tuple(int(d) for d in os_const.reshape(-1))
+    x_t = ctx.input_tensor(2)
+    if not x_t.is_dynamic:
+        try:
+            get_plan((tuple(x_t.shape), out_key))
+        except ValueError as e:
+            raise ctx.fail(str(e)) from None
+    return out_key
+
+
 def _transpose_conv_plan(w_shape, sh: int, sw: int, padding: int, check_input: bool = False) -> Callable:
     """TRANSPOSE_CONV's geometry: plan((input shape, output shape)) -> (the uncropped accumulator's shape,
     per filter tap (i, j, the accumulator slice its input-pixel contributions land on), the crop to the
@@ -969,18 +987,7 @@ def _transpose_conv_hybrid(ctx: KernelContext) -> Run:
     taps_w = [(i, j, np.ascontiguousarray(w[:, i, j, :].T, dtype=np.float32))
               for i in reversed(range(kh)) for j in reversed(range(kw))]
     get_plan = _cached(_transpose_conv_plan(w.shape, sh, sw, padding, check_input=True))
-    os_const = ctx.const(0)
-    out_key = None
-    if os_const is not None:
-        if os_const.size != 4:
-            raise ctx.fail(f"output_shape must hold 4 values, has {os_const.size}")
-        out_key = tuple(int(d) for d in os_const.reshape(-1))
-        x_t = ctx.input_tensor(2)
-        if not x_t.is_dynamic:
-            try:
-                get_plan((tuple(x_t.shape), out_key))
-            except ValueError as e:
-                raise ctx.fail(str(e)) from None
+    out_key = _constant_output_shape(ctx, get_plan)
     s_i, x_i = ctx.inputs[0], ctx.inputs[2]
     (o_i,) = ctx.outputs
     v = ctx.values
@@ -1034,18 +1041,7 @@ def transpose_conv_quantized(ctx: KernelContext) -> Run:
         q.half_up = cout // 8 * 8
     w_mat = np.ascontiguousarray(q.w.transpose(3, 1, 2, 0).reshape(cin, kh * kw * cout), dtype=q.float)
     get_plan = _cached(_transpose_conv_plan(w.shape, sh, sw, padding, check_input=True))
-    os_const = ctx.const(0)
-    out_key = None
-    if os_const is not None:
-        if os_const.size != 4:
-            raise ctx.fail(f"output_shape must hold 4 values, has {os_const.size}")
-        out_key = tuple(int(d) for d in os_const.reshape(-1))
-        x_t = ctx.input_tensor(2)
-        if not x_t.is_dynamic:
-            try:
-                get_plan((tuple(x_t.shape), out_key))
-            except ValueError as e:
-                raise ctx.fail(str(e)) from None
+    out_key = _constant_output_shape(ctx, get_plan)
     s_i, x_i = ctx.inputs[0], ctx.inputs[2]
     (o_i,) = ctx.outputs
     v = ctx.values

@@ -18,9 +18,10 @@ import numpy as np
 from onert_py.backends.cpu._common import (NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, activated,
                                            clip_ufunc as _clip)
 from onert_py.backends.cpu._conv_plan import ROW, chunk
-from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantized_multiplier, qparams,
-                                          quantize_multiplier, round_half_away32, rounding_divide_by_pot,
-                                          saturating_rounding_doubling_high_mul, wrap_int32)
+from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantized_multiplier,
+                                          multiply_by_quantized_multiplier_wrapping, qparams, quantize_multiplier,
+                                          round_half_away32, rounding_divide_by_pot,
+                                          saturating_rounding_doubling_high_mul, wrap_int16, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types, type_name
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, broadcasting
@@ -235,15 +236,6 @@ def _checked_log2(scale: float) -> int | None:
     return int(r) if abs(_F32(x) - r) < _F32(1e-3) else None
 
 
-def _mbqm_wrapping(x, multiplier: int, shift: int):
-    """MultiplyByQuantizedMultiplier with C's int32 left shift (x * 2**shift wraps around int32 as the
-    compiled kernel does when the product is too large), then the usual double rounding."""
-    if shift > 0:
-        x = wrap_int32(np.asarray(x, _I64) << shift)
-        shift = 0
-    return multiply_by_quantized_multiplier(x, multiplier, shift)
-
-
 def _q_add_sub(ctx: KernelContext, subtract: bool) -> Run:
     """Quantized ADD / SUB (int8, uint8, int16). Both inputs are rescaled to twice the larger input
     scale after a left shift of 20 bits (15 for int16): (x - zp) << left_shift times a multiplier
@@ -376,11 +368,6 @@ def _vqrdmulh(x, multiplier: int):
     return (x * _I64(multiplier) + (1 << 30)) >> 31
 
 
-def _wrap16(x):
-    """int64 values cast to int16 modulo 2**16 (vmovn, vaddq_s16)."""
-    return ((x + (1 << 15)) & 0xFFFF) - (1 << 15)
-
-
 def _q_add8(ctx: KernelContext, dt, in1, in2, out, lo: int, hi: int) -> Run:
     """int8 / uint8 ADD as LiteRT's optimized kernels (BroadcastAddDispatch when the shapes broadcast),
     each element computed by the code _q_body_modes assigns it. The elementwise body shifts each offset
@@ -416,7 +403,7 @@ def _q_add8(ctx: KernelContext, dt, in1, in2, out, lo: int, hi: int) -> Run:
         s = scaled(x, m1, sh1, shift_first) + scaled(y, m2, sh2, shift_first)
         s = rounding_divide_by_pot(_vqrdmulh(wrap_int32(s) if wraps else s, mo), -sho)
         if wraps:
-            s = _wrap16(_wrap16(s) + zo)
+            s = wrap_int16(wrap_int16(s) + zo)
         else:
             s += zo
         return np.clip(s, info.min, info.max)
@@ -542,7 +529,7 @@ def mul_quantized(ctx: KernelContext) -> Run:
 
     def run() -> None:
         prod = (v[a].astype(_I64) - z1) * (v[b].astype(_I64) - z2)
-        r = _mbqm_wrapping(prod, m, sh) + zo
+        r = multiply_by_quantized_multiplier_wrapping(prod, m, sh) + zo
         v[o] = np.clip(r, lo, hi).astype(dt)
     return run
 
@@ -565,13 +552,13 @@ def _q_mul8(ctx: KernelContext, dt, z1: int, z2: int, zo: int, m: int, sh: int, 
     def run() -> None:
         prod = (np.asarray(v[a]).astype(_I64) - z1) * (np.asarray(v[b]).astype(_I64) - z2)
         mode, uniform = modes(np.shape(v[a]), np.shape(v[b]))
-        r = _mbqm_wrapping(prod, m, sh) + zo if uniform != 1 and uniform != 2 else None
+        r = multiply_by_quantized_multiplier_wrapping(prod, m, sh) + zo if uniform != 1 and uniform != 2 else None
         if uniform != 0 and mode.any():
             p = rounding_divide_by_pot(_vqrdmulh(wrap_int32(prod << left), m), right)
             sat = np.clip(p, -(1 << 15), (1 << 15) - 1)
             if dt == np.uint8:
-                sat = np.where(mode == 2, p, sat)     # vmovn: _wrap16 below wraps it
-            p = np.clip(_wrap16(_wrap16(sat) + zo), info.min, info.max)
+                sat = np.where(mode == 2, p, sat)     # vmovn: wrap_int16 below wraps it
+            p = np.clip(wrap_int16(wrap_int16(sat) + zo), info.min, info.max)
             r = p if r is None else np.where(mode != 0, p, r)
         v[o] = np.clip(r, lo, hi).astype(dt)
     return run

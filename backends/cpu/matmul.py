@@ -9,9 +9,9 @@ import numpy as np
 from onert_py.backends.cpu._common import activation_of
 from onert_py.backends.cpu._quant import (is_hybrid, activation_range, hybrid_quantize_rows,
                                           multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
-                                          multiply_by_quantized_multiplier_int64, qparams, quantize_multiplier,
-                                          quantize_multipliers, rounding_divide_by_pot,
-                                          saturating_rounding_doubling_high_mul, wrap_int32)
+                                          multiply_by_quantized_multiplier_int64,
+                                          multiply_by_quantized_multiplier_wrapping, qparams, quantize_multiplier,
+                                          quantize_multipliers, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
@@ -504,7 +504,6 @@ def _fully_connected_shuffled(ctx: KernelContext) -> Run:
             raise ctx.fail(f"the workspace output has shape {list(ws_t.shape)}, it must hold the "
                            f"{rows * depth} input bytes")
     mult, shift = quantize_multiplier(_product_multiplier(sx, sw, so))
-    left, right = max(shift, 0), max(-shift, 0)
     w_const, b_const = ctx.const(1), ctx.const(2)
     wt_const = None if w_const is None else np.ascontiguousarray(_unshuffle_4x16(w_const).T)
     b_fixed = None if b_const is None else b_const.reshape(-1).astype(np.int64)
@@ -512,7 +511,6 @@ def _fully_connected_shuffled(ctx: KernelContext) -> Run:
     x_i, w_i, b_i = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]
     o, o_ws = ctx.outputs
     ws_shape = None if ws_t.is_dynamic else tuple(int(d) for d in ws_t.shape)
-    srdhm = saturating_rounding_doubling_high_mul
 
     def run() -> None:
         x = np.asarray(v[x_i])
@@ -524,7 +522,7 @@ def _fully_connected_shuffled(ctx: KernelContext) -> Run:
         wt = wt_const if wt_const is not None else _unshuffle_4x16(np.asarray(v[w_i])).T
         acc = np.matmul(flipped.view(np.int8).astype(np.int64), wt)       # exact int64
         acc += b_fixed if b_fixed is not None else np.asarray(v[b_i]).reshape(-1).astype(np.int64)
-        y = rounding_divide_by_pot(srdhm(wrap_int32(wrap_int32(acc) << left), mult), right)
+        y = multiply_by_quantized_multiplier_wrapping(wrap_int32(acc), mult, shift)
         v[o] = np.clip(y, -32768, 32767).astype(np.int16).reshape(out_shape)
         ws = flipped.reshape(rows, depth // 16, 16).transpose(1, 0, 2)          # 16-byte blocks, row-interleaved
         if ws_shape is not None and int(np.prod(ws_shape)) != rows * depth:

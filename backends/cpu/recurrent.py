@@ -26,9 +26,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.backends.cpu._common import fused_activation
-from onert_py.backends.cpu._quant import (INT32_MAX, hybrid_quantize_rows, is_hybrid, multiply_by_quantized_multiplier,
-                                          qparams, quantize_multiplier, rounding_divide_by_pot,
-                                          saturating_rounding_doubling_high_mul, wrap_int32)
+from onert_py.backends.cpu._quant import (INT32_MAX, gemmlowp_table, hybrid_quantize_rows, is_hybrid,
+                                          multiply_by_quantized_multiplier_wrapping, qparams, quantize_multiplier,
+                                          rounding_divide_by_pot, wrap_int16, wrap_int32)
 from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
 from onert_py.backends.shape_rules import Node, Shape, fmt, numel
 
@@ -682,7 +682,6 @@ def bidirectional_sequence_lstm(ctx: KernelContext) -> Run:
         raise ctx.fail(f"has {len(ctx.outputs)} outputs, expected {1 if merge else 2} "
                        f"(merge_outputs={merge})")
     v, ins, outs = ctx.values, ctx.inputs, ctx.outputs
-    nf, nb = fw.n_output, bw.n_output
 
     def run() -> None:
         x = v[ins[0]]
@@ -693,23 +692,32 @@ def bidirectional_sequence_lstm(ctx: KernelContext) -> Run:
         xb = aux if bw_in else x
         xw_f = fw.project(x.reshape(-1, x.shape[2]), aux2d).reshape(lead + (-1,))
         xw_b = bw.project(xb.reshape(-1, xb.shape[2]), aux2d).reshape(lead + (-1,))
-        hf, cf, hb, cb = (v[s] for s in states)
-        if merge:
-            out_f = out_b = np.empty(_sequence_output_shape(x.shape, nf + nb), _F32)
-            lo = nf
-        else:
-            out_f, out_b = (np.empty(_sequence_output_shape(x.shape, k), _F32) for k in (nf, nb))
-            lo = 0
-        hf, cf = _run_sequence(fw, xw_f, np.reshape(hf, (b, nf)), np.reshape(cf, (b, fw.n_cell)), out_f,
-                               time_major, lo=0, hi=nf)
-        hb, cb = _run_sequence(bw, xw_b, np.reshape(hb, (b, nb)), np.reshape(cb, (b, bw.n_cell)), out_b,
-                               time_major, reverse=True, lo=lo, hi=lo + nb)
-        for s, val in zip(states, (hf, cf, hb, cb)):
-            v[s] = val
-        v[outs[0]] = out_f
-        if not merge:
-            v[outs[1]] = out_b
+        _run_bidirectional(v, fw, bw, xw_f, xw_b, x.shape, b, states, outs, merge, time_major)
     return run
+
+
+def _run_bidirectional(v: list, fw, bw, x_f: np.ndarray, x_b: np.ndarray, x_shape: tuple, b: int,
+                       states: list, outs: tuple, merge: bool, time_major: bool) -> None:
+    """Both directions of a BIDIRECTIONAL_SEQUENCE_LSTM over their (projected or raw) inputs: the
+    forward one, then the backward one over the reversed sequence, into one merged output (forward
+    units first) or two; the four states (fw h, c, bw h, c) carried in `states`."""
+    nf, nb = fw.n_output, bw.n_output
+    hf, cf, hb, cb = (v[s] for s in states)
+    if merge:
+        out_f = out_b = np.empty(_sequence_output_shape(x_shape, nf + nb), _F32)
+        lo = nf
+    else:
+        out_f, out_b = (np.empty(_sequence_output_shape(x_shape, k), _F32) for k in (nf, nb))
+        lo = 0
+    hf, cf = _run_sequence(fw, x_f, np.reshape(hf, (b, nf)), np.reshape(cf, (b, fw.n_cell)), out_f,
+                           time_major, lo=0, hi=nf)
+    hb, cb = _run_sequence(bw, x_b, np.reshape(hb, (b, nb)), np.reshape(cb, (b, bw.n_cell)), out_b,
+                           time_major, reverse=True, lo=lo, hi=lo + nb)
+    for s, val in zip(states, (hf, cf, hb, cb)):
+        v[s] = val
+    v[outs[0]] = out_f
+    if not merge:
+        v[outs[1]] = out_b
 
 
 def _bidirectional_outputs(n: Node, nf: int, nb: int) -> list:
@@ -764,28 +772,12 @@ def _bidirectional_lstm_hybrid(ctx: KernelContext) -> Run:
               _state_slot(ctx, 37, "bw_output_state", (batch, bw.n_output)),
               _state_slot(ctx, 38, "bw_cell_state", (batch, bw.n_cell))]
     v, ins, outs = ctx.values, ctx.inputs, ctx.outputs
-    nf, nb = fw.n_output, bw.n_output
 
     def run() -> None:
         x = v[ins[0]]
         xb = v[ins[bw_x]]
         b = x.shape[1] if time_major else x.shape[0]
-        hf, cf, hb, cb = (v[s] for s in states)
-        if merge:
-            out_f = out_b = np.empty(_sequence_output_shape(x.shape, nf + nb), _F32)
-            lo = nf
-        else:
-            out_f, out_b = (np.empty(_sequence_output_shape(x.shape, k), _F32) for k in (nf, nb))
-            lo = 0
-        hf, cf = _run_sequence(fw, x, np.reshape(hf, (b, nf)), np.reshape(cf, (b, fw.n_cell)), out_f,
-                               time_major, lo=0, hi=nf)
-        hb, cb = _run_sequence(bw, xb, np.reshape(hb, (b, nb)), np.reshape(cb, (b, bw.n_cell)), out_b,
-                               time_major, reverse=True, lo=lo, hi=lo + nb)
-        for s, val in zip(states, (hf, cf, hb, cb)):
-            v[s] = val
-        v[outs[0]] = out_f
-        if not merge:
-            v[outs[1]] = out_b
+        _run_bidirectional(v, fw, bw, x, xb, x.shape, b, states, outs, merge, time_major)
     return run
 
 
@@ -1297,25 +1289,16 @@ def svdf_integer(ctx: KernelContext) -> Run:
         state = np.empty((b, filters, memory), np.int16)
         state[:, :, :-1] = old[:, :, 1:]
         acc = np.matmul((x - in_zp).astype(np.float64), wf_t).astype(_I64S)
-        newest = _svdf_mbqm(acc, *m1)
+        newest = multiply_by_quantized_multiplier_wrapping(wrap_int32(acc), *m1)
         state[:, :, -1] = np.clip(newest, -32768, 32767)
         per_filter = np.einsum("bfm,fm->bf", state.astype(_I64S), w_t64)   # exact: |sum| < 2**63
         y = per_filter.reshape(b, units, rank).sum(axis=-1)
         if bias is not None:
             y = y + bias
-        y = _svdf_mbqm(y, *m2) + out_zp
+        y = multiply_by_quantized_multiplier_wrapping(wrap_int32(y), *m2) + out_zp   # int32 sums wrap
         v[s_i] = state.reshape((b, filters * memory) if b != batch else state_shape)
         v[o] = np.clip(y, -128, 127).astype(np.int8)
     return run
-
-
-def _svdf_mbqm(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier of int32 accumulators as LiteRT computes them: the int32 sums wrap,
-    and so does the left shift of a multiplier above 1 (x * (1 << shift) in int32)."""
-    x = wrap_int32(acc)
-    if shift > 0:
-        x = wrap_int32(x << shift)
-    return multiply_by_quantized_multiplier(x, mult, min(shift, 0))
 
 
 # ------------------------------------------------------------------------------ integer LSTM (8x8_16)
@@ -1330,105 +1313,8 @@ def _svdf_mbqm(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
 _I64 = np.dtype(np.int64)
 
 
-def _wrap16(x):
-    """Two's complement wrap into int16 (a C++ narrowing to int16_t)."""
-    return ((np.asarray(x, _I64) + 32768) & 0xFFFF) - 32768
-
-
-def _srdhm16(a, b):
-    """gemmlowp's int16 SaturatingRoundingDoublingHighMul: (a*b + nudge) / 2**15 truncated, -1*-1 -> max."""
-    ab = a * b
-    total = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    q = np.where(total >= 0, total >> 15, -((-total) >> 15))
-    return np.where((a == -32768) & (b == -32768), 32767, _wrap16(q))
-
-
-def _pot16(x, e: int):
-    """gemmlowp's SaturatingRoundingMultiplyByPOT<e> on int16 values."""
-    if e > 0:
-        threshold = (1 << (15 - e)) - 1
-        return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, _wrap16(x << e)))
-    return rounding_divide_by_pot(x, -e) if e < 0 else x
-
-
-def _const16(raw32: int) -> int:
-    """GEMMLOWP_CHECKED_FIXEDPOINT_CONSTANT for int16: the int32 raw constant rounding-shifted by 16."""
-    return int(rounding_divide_by_pot(np.int64(raw32), 16))
-
-
-def _exp_on_negative16(a, ib: int):
-    """gemmlowp exp_on_negative_values for FixedPoint<int16, ib>: an F0 result."""
-    fb = 15 - ib
-    quarter = 1 << (fb - 2)
-    amq = _wrap16((a & (quarter - 1)) - quarter)
-    x = _wrap16(_pot16(amq, ib) + (1 << 12))            # Rescale<0>, then + 1/8 (F0)
-    x2 = _srdhm16(x, x)
-    x3 = _srdhm16(x2, x)
-    x4 = _srdhm16(x2, x2)
-    t = _srdhm16(_wrap16(rounding_divide_by_pot(x4, 2) + x3), _const16(715827883))
-    t = rounding_divide_by_pot(_wrap16(t + x2), 1)
-    c = _const16(1895147668)
-    result = np.clip(c + _srdhm16(np.full_like(x, c), _wrap16(x + t)), -32768, 32767)
-    remainder = _wrap16(amq - a)
-    for exponent, mult in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
-                           (2, 39332535), (3, 720401), (4, 242)):
-        if ib > exponent:
-            bit = (remainder & (1 << (fb + exponent))) != 0
-            result = np.where(bit, _srdhm16(result, np.full_like(result, _const16(mult))), result)
-    if ib > 5:
-        result = np.where(a < _const16(-(1 << (36 - ib))), 0, result)
-    return np.where(a == 0, 32767, result)
-
-
-def _newton_reciprocal16(a, minus_one: bool):
-    """gemmlowp's 1/(1+x) (or (1-x)/(1+x) when minus_one) for F0 x in (0, 1): Newton-Raphson in F2."""
-    s = a + 32767
-    half = _wrap16(np.where(s >= 0, (s + 1) // 2, -((-(s - 1)) // 2)))   # RoundingHalfSum, C division
-    x = _wrap16(_const16(1515870810) + _srdhm16(half, np.full_like(half, _const16(-1010580540))))
-    for _ in range(3):
-        one_minus = _wrap16(8192 - _srdhm16(half, x))
-        x = _wrap16(x + _pot16(_srdhm16(x, one_minus), 2))
-    return _pot16(_wrap16(x - 8192), 2) if minus_one else _pot16(x, 1)
-
-
-def _gemmlowp_logistic16(a, ib: int):
-    pos = a > 0
-    absx = np.where(pos, a, _wrap16(-a))
-    r_pos = _newton_reciprocal16(_exp_on_negative16(_wrap16(-absx), ib), False)
-    return np.where(a == 0, 16384, np.where(pos, r_pos, _wrap16(32767 - r_pos)))
-
-
-def _gemmlowp_tanh16(a, ib: int):
-    neg = a < 0
-    n = np.where(neg, a, _wrap16(-a))
-    t = _newton_reciprocal16(_exp_on_negative16(n, ib + 1), True)
-    return np.where(a == 0, 0, np.where(neg, _wrap16(-t), t))
-
-
-_GEMMLOWP_TABLES: dict[tuple[str, int], np.ndarray] = {}
-
-
-def _gemmlowp_table(fn: str, ib: int) -> np.ndarray:
-    """The int16 -> int16 table of gemmlowp's logistic or tanh of FixedPoint<int16, ib> (F0 result)."""
-    key = (fn, ib)
-    table = _GEMMLOWP_TABLES.get(key)
-    if table is None:
-        raw = np.arange(-32768, 32768, dtype=_I64)
-        f = _gemmlowp_logistic16 if fn == "logistic" else _gemmlowp_tanh16
-        table = _GEMMLOWP_TABLES[key] = f(raw, ib).astype(np.int16)
-    return table
-
-
 def _lookup16(table: np.ndarray, x) -> np.ndarray:
     return table[np.asarray(x, _I64) + 32768].astype(_I64)
-
-
-def _mbqm(x, mult, shift):
-    """TFLite's MultiplyByQuantizedMultiplier (double rounding) with the left shift in int32 (wrapping)."""
-    shift = np.asarray(shift, _I64)
-    left = np.maximum(shift, 0)
-    high = saturating_rounding_doubling_high_mul(wrap_int32(np.asarray(x, _I64) << left), mult)
-    return rounding_divide_by_pot(high, np.maximum(-shift, 0))
 
 
 def _checked_log2_f32(scale) -> tuple[bool, int]:
@@ -1463,10 +1349,10 @@ def _integer_layer_norm(x, weights, bias, scale_a: int, scale_b: int, guard: int
     a, b = _inv_sqrt_quantized(np.where(small, 2, var2))
     a = np.where(small, INT32_MAX, a)
     b = np.where(small, 0, b)
-    rescaled = _mbqm(wrap_int32(1024 * x - mean), a, b)
+    rescaled = multiply_by_quantized_multiplier_wrapping(wrap_int32(1024 * x - mean), a, b)
     val3 = wrap_int32(wrap_int32(rescaled * weights) + bias)
     val4 = np.where(val3 > 0, (val3 + 512) // 1024, -((-(val3 - 512)) // 1024))
-    return np.clip(_mbqm(val4, scale_a, scale_b + 12), -32768, 32767)
+    return np.clip(multiply_by_quantized_multiplier_wrapping(val4, scale_a, scale_b + 12), -32768, 32767)
 
 
 _IL_GATES = ("input", "forget", "cell", "output")
@@ -1633,9 +1519,9 @@ class _IntegerLstmCell:
         self.cell_clip = int(np.clip(f32(cell_clip / f32(q_c.scale[0])), -32768, 32767)) if cell_clip > 0 else 0
         s_out = f32(qparams(ctx.output_tensor(0)).scale[0])
         self.proj_clip = int(np.clip(f32(proj_clip / s_out), -128, 127)) if proj_clip > 0 else 0
-        self.sigmoid = _gemmlowp_table("logistic", 3)
-        self.tanh_gate = _gemmlowp_table("tanh", 3)
-        self.tanh_cell = _gemmlowp_table("tanh", 15 + cell_log2)
+        self.sigmoid = gemmlowp_table("logistic", 3)
+        self.tanh_gate = gemmlowp_table("tanh", 3)
+        self.tanh_cell = gemmlowp_table("tanh", 15 + cell_log2)
 
     def _peephole(self, z, j: int, c):
         """Gate z [B, n_cell] plus peephole j times the cell state c, saturated to int16. LiteRT passes
@@ -1646,7 +1532,7 @@ class _IntegerLstmCell:
         m = b * self.n_output // rows
         flat, cf = z.reshape(rows, -1).copy(), c.reshape(rows, -1)
         w = self.peep[j][np.arange(m) % self.n_output]
-        flat[:, :m] = np.clip(_mbqm(w * cf[:, :m], self.m_peep[0][j], self.m_peep[1][j]) + flat[:, :m],
+        flat[:, :m] = np.clip(multiply_by_quantized_multiplier_wrapping(w * cf[:, :m], self.m_peep[0][j], self.m_peep[1][j]) + flat[:, :m],
                               -32768, 32767)
         return flat.reshape(b, n)
 
@@ -1658,8 +1544,8 @@ class _IntegerLstmCell:
                             + self.in_bias)
         acc_rec = wrap_int32(np.matmul(h.astype(np.float64), self.r_t).astype(_I64).reshape(b, k, n)
                              + self.rec_bias)
-        z = np.clip(_mbqm(acc_in, *self.m_in), -32768, 32767)
-        z = np.clip(_mbqm(acc_rec, *self.m_rec) + z, -32768, 32767)
+        z = np.clip(multiply_by_quantized_multiplier_wrapping(acc_in, *self.m_in), -32768, 32767)
+        z = np.clip(multiply_by_quantized_multiplier_wrapping(acc_rec, *self.m_rec) + z, -32768, 32767)
         if self.peep is not None:
             # input and forget gates (the first k-2) read the old cell state
             for j in range(k - 2):
@@ -1673,9 +1559,9 @@ class _IntegerLstmCell:
 
         f = finish(1, z[:, k - 3])
         g = finish(2, z[:, k - 2])
-        c_new = _wrap16(rounding_divide_by_pot(f * c, 15))
-        i = _wrap16(32767 - f) if self.cifg else finish(0, z[:, 0])
-        c_new = np.clip(c_new + _wrap16(rounding_divide_by_pot(i * g, 30 + self.cell_log2)), -32768, 32767)
+        c_new = wrap_int16(rounding_divide_by_pot(f * c, 15))
+        i = wrap_int16(32767 - f) if self.cifg else finish(0, z[:, 0])
+        c_new = np.clip(c_new + wrap_int16(rounding_divide_by_pot(i * g, 30 + self.cell_log2)), -32768, 32767)
         if self.cell_clip > 0:
             c_new = np.clip(c_new, -self.cell_clip, self.cell_clip)
         zo = z[:, k - 1]
@@ -1684,11 +1570,11 @@ class _IntegerLstmCell:
         o = finish(3, zo)
         prod = o * _lookup16(self.tanh_cell, c_new)
         if self.proj is None:
-            return np.clip(_mbqm(prod, *self.m_hidden) + self.hidden_zp, -128, 127), c_new
+            return np.clip(multiply_by_quantized_multiplier_wrapping(prod, *self.m_hidden) + self.hidden_zp, -128, 127), c_new
         # LiteRT offsets the hidden value by -hidden_zp here and folds +hidden_zp into the projection bias
-        hid = np.clip(_mbqm(prod, *self.m_hidden) - self.hidden_zp, -128, 127)
+        hid = np.clip(multiply_by_quantized_multiplier_wrapping(prod, *self.m_hidden) - self.hidden_zp, -128, 127)
         acc = wrap_int32(np.matmul(hid.astype(np.float64), self.proj).astype(_I64) + self.proj_bias)
-        h_new = np.clip(_mbqm(acc, *self.m_proj) + self.h_zp, -128, 127)
+        h_new = np.clip(multiply_by_quantized_multiplier_wrapping(acc, *self.m_proj) + self.h_zp, -128, 127)
         if self.proj_clip > 0:
             h_new = np.clip(h_new, -self.proj_clip, self.proj_clip)
         return h_new, c_new
