@@ -14,7 +14,7 @@ import pytest
 import onert_py
 from onert_py.errors import PrepareError
 from onert_py.schema.writer import ModelBuilder
-from tests.helpers import FORMATS, check_builtin, rng
+from helpers import FORMATS, check_builtin, rng
 
 I8, I16, I32 = np.int8, np.int16, np.int32
 
