@@ -14,7 +14,9 @@ allocates nothing.
 Everything else the compiler and executors need to know of an op is declared here, where the op's
 family module registers it, never as a list of names in a lower layer:
 - kernel attributes (`Backend.register(..., keeps_inputs=, calls_subgraphs=, foldable=)`);
-- its shape rule and value rule (`shape_rule`, `value_rule`; what they see is in shape_rules.py).
+- its shape rule and value rule (`shape_rule`, `value_rule`; what they see is in shape_rules.py);
+- its gradient rule (`grad_rule`, with the inputs that are trainable parameters; what it sees is in
+  gradients.py).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from onert_py.backends.gradients import GradFn
 from onert_py.backends.shape_rules import ShapeFn, ValueFn
 from onert_py.errors import PrepareError
 
@@ -208,6 +211,37 @@ def value_rule(*names: str, litert: bool = False, reads_values: bool = True) -> 
             VALUE_RULES[n] = ValueRule(fn, litert, reads_values)
         return fn
     return deco
+
+
+@dataclass(frozen=True)
+class GradRule:
+    fn: GradFn
+    params: tuple[int, ...] = ()   # inputs that are trainable parameters (weights, biases): `wrt="weights"`
+    differentiable: bool = True    # False: no input gets a gradient (integer/bool results, random ops)
+
+
+GRAD_RULES: dict[str, GradRule] = {}
+
+
+def grad_rule(*names: str, params: Sequence[int] = ()) -> Callable[[GradFn], GradFn]:
+    """Decorator: the gradient rule of ops `names`, fn(node) -> one gradient tensor (or None) per input,
+    built as IR through the node (gradients.py)."""
+    def deco(fn: GradFn) -> GradFn:
+        for n in names:
+            if n in GRAD_RULES:
+                raise RuntimeError(f"gradient rule {n} registered twice")
+            GRAD_RULES[n] = GradRule(fn, tuple(params))
+        return fn
+    return deco
+
+
+def no_gradient(*names: str) -> None:
+    """Ops whose outputs carry no gradient to their inputs (comparisons, integer arithmetic, SHAPE,
+    random numbers): the gradient stops there, as in TensorFlow."""
+    for n in names:
+        if n in GRAD_RULES:
+            raise RuntimeError(f"gradient rule {n} registered twice")
+        GRAD_RULES[n] = GradRule(lambda node: [None] * len(node.op.inputs), (), False)
 
 
 def register_shape_function(name: str, fn: ShapeFn, *, replace: bool = False) -> None:

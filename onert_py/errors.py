@@ -27,3 +27,8 @@ class PrepareError(OnertPyError, ValueError):
 
 class ShapeInferenceError(PrepareError):
     """An op's input shapes contradict each other or its parameters (a bad resize, a broken model)."""
+
+
+class GradientError(OnertPyError, ValueError):
+    """A gradient that cannot be built: an op on the path without a gradient rule (named with its
+    subgraph and index), an unknown `wrt` name, a rule refusing its op's configuration."""

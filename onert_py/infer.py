@@ -96,6 +96,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         self._prepare_ms: float | None = (time.perf_counter() - t0) * 1e3
         self._shapes = ShapeCache(self.model, known=self._folded_values)   # per input-shape signature
         self._subgraph_index = 0
+        self._gradient_sessions: dict = {}    # (subgraph, wrt) -> (GradientModel, its session)
         self.inputs: list[np.ndarray] = []    # the last run's inputs and outputs, as onert keeps them
         self.outputs: list[np.ndarray] = []
         self._select(0)
@@ -317,6 +318,48 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
     @property
     def profile(self):
         return self.runtime.profile
+
+    # ---- gradients
+    def gradients(self, inputs: Sequence[Any], output_gradients: Sequence[Any] | None = None,
+                  wrt: Sequence[str] | str | None = None) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """(outputs, {name: gradient}): the forward outputs, and the gradient of the sum over the float
+        outputs of output * its cotangent with respect to each `wrt` tensor, shaped like that tensor.
+
+        output_gradients: one cotangent per output (None, or nothing, for integer/bool outputs; all
+        ones by default: the gradient of the outputs' sum). wrt: tensor names as `onert-py inspect`
+        prints them ("SUBGRAPH:NAME" for a tensor of another subgraph), or "weights" (every float
+        constant a parameterised op reads); default the model's float inputs. The backward pass is a
+        model of its own (compiler.gradients), built once per `wrt` and run by the same executors."""
+        from onert_py.compiler.gradients import gradient_model
+        key = (self._subgraph_index, wrt if wrt is None or isinstance(wrt, str) else tuple(wrt))
+        cached = self._gradient_sessions.get(key)
+        if cached is None:
+            gm = gradient_model(self.model, wrt, self._subgraph_index)
+            cached = self._gradient_sessions[key] = (gm, session(gm.model, controlflow_copy=self.runtime.options.controlflow_copy,
+                                                                   max_while_iterations=self.runtime.options.max_while_iterations))
+        gm, grad_session = cached
+        arrays = self._prepare_inputs(inputs)
+        sg = self._subgraph
+        outs = [sg.tensors[t] for t in sg.outputs]
+        if output_gradients is None:
+            shapes = self._infer_shapes([list(a.shape) for a in arrays]).output_shapes(self.model)
+            if any(s is None or any(d < 0 for d in s) for s in shapes):
+                shapes = [np.shape(y) for y in self._execute(arrays)]
+            cotangents = [np.ones(shapes[j], outs[j].dtype) for j in gm.cotangent_of]
+        else:
+            if len(output_gradients) != len(outs):
+                raise InputError(f"output_gradients: {len(output_gradients)} given, the model has "
+                                 f"{len(outs)} outputs")
+            cotangents = []
+            for j in gm.cotangent_of:
+                c = output_gradients[j]
+                if c is None:
+                    raise InputError(f"output_gradients[{j}] ({outs[j].name!r}) is a float output: give its "
+                                     "cotangent (zeros to leave it out)")
+                cotangents.append(np.asarray(c, dtype=outs[j].dtype))
+        results = grad_session.infer(arrays + cotangents)
+        outputs = results[:gm.n_outputs]
+        return outputs, dict(zip(gm.wrt, results[gm.n_outputs:]))
 
     def reset_variables(self) -> None:
         """Variables back to their initial values; CALL_ONCE initialisers run again on the next infer."""

@@ -67,3 +67,26 @@ def decode_table(table: Any) -> dict[str, Any]:
             n = getattr(table, attr + "Length")()
             out[key] = tuple(_plain(getattr(table, attr)(j)) for j in range(n))
     return out
+
+
+# onert-py's own custom ops (the gradient ops, OnertPy*) keep their options as JSON in the operator's
+# custom_options, behind this marker, so a written gradient model loads back with the same options.
+ONERT_PY_OPTIONS_MARKER = b"ONERTPY1"
+
+
+def encode_onert_py_options(options: dict) -> bytes:
+    import json
+    return ONERT_PY_OPTIONS_MARKER + json.dumps(options, default=lambda v: v.item() if hasattr(v, "item")
+                                                else list(v)).encode()
+
+
+def decode_onert_py_options(custom_options: bytes) -> dict | None:
+    """The options of an onert-py custom op, or None for any other custom_options."""
+    if not custom_options.startswith(ONERT_PY_OPTIONS_MARKER):
+        return None
+    import json
+    try:
+        value = json.loads(custom_options[len(ONERT_PY_OPTIONS_MARKER):].decode())
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None

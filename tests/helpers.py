@@ -239,3 +239,86 @@ def fit_quantization(q: tuple, dtype: Any) -> tuple:
         return (q[0], 0)
     zp = q[1] + (128 if info.min == 0 else 0)
     return (q[0], int(np.clip(zp, info.min, info.max)))
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+def finite_difference_gradients(model: Any, inputs: Sequence[np.ndarray], cotangents: Sequence[np.ndarray],
+                                wrt: Sequence[tuple[int, int]], h: float = 1e-2) -> list[np.ndarray]:
+    """Central differences, in float64 arithmetic over float32 runs of onert-py, of
+    sum(output * cotangent) with respect to each (subgraph, tensor) of `wrt`: a model input (perturbed
+    in the inputs) or a constant (perturbed in a copy of the model). The step is h * max(1, |value|)."""
+    import dataclasses
+    from onert_py.compiler.gradients import copy_model
+    base = onert_py.load_model(model.to_bytes("tflite")) if isinstance(model, ModelBuilder) else (
+        model if isinstance(model, onert_py.ir.Model) else onert_py.load_model(model))
+    main = base.subgraphs[0]
+
+    def objective(m, xs) -> float:
+        outs = onert_py.infer.session(m).infer([np.asarray(x) for x in xs])
+        return float(sum(np.sum(np.asarray(o, np.float64) * c) for o, c in zip(outs, cotangents) if c is not None))
+
+    results = []
+    for si, t in wrt:
+        if si == 0 and t in main.inputs:
+            k = main.inputs.index(t)
+            x = np.asarray(inputs[k])
+            g = np.zeros(x.shape, np.float64)
+            sess = onert_py.infer.session(base)
+            for idx in np.ndindex(x.shape):
+                step = h * max(1.0, abs(float(x[idx])))
+                vals = []
+                for sign in (1, -1):
+                    xs = [np.array(a, copy=True) for a in inputs]
+                    xs[k][idx] += sign * step
+                    outs = sess.infer(xs)
+                    vals.append(sum(np.sum(np.asarray(o, np.float64) * c) for o, c in zip(outs, cotangents)
+                                    if c is not None))
+                g[idx] = (vals[0] - vals[1]) / (2 * step)
+            results.append(g)
+            continue
+        data = base.subgraphs[si].tensors[t].data
+        g = np.zeros(data.shape, np.float64)
+        for idx in np.ndindex(data.shape):
+            step = h * max(1.0, abs(float(data[idx])))
+            vals = []
+            for sign in (1, -1):
+                m = copy_model(base)
+                new = np.array(data, copy=True)
+                new[idx] += sign * step
+                m.subgraphs[si].tensors[t] = dataclasses.replace(m.subgraphs[si].tensors[t], data=new)
+                vals.append(objective(m, inputs))
+            g[idx] = (vals[0] - vals[1]) / (2 * step)
+        results.append(g)
+    return results
+
+
+def check_gradients(model: Any, inputs: Sequence[np.ndarray], wrt: Sequence[str] | str | None = None,
+                    seed: int = 0, rtol: float = 2e-2, atol: float = 2e-3, h: float = 1e-2) -> dict:
+    """onert-py's gradients (random cotangents) against central finite differences, on both encodings
+    of a ModelBuilder model. Float32 forward runs: the differences carry ~1e-4 relative truncation and
+    rounding error at this step, hence rtol 2e-2 / atol 2e-3 by default. Returns the gradients."""
+    from onert_py.compiler.gradients import _resolve_wrt
+    data = model.to_bytes("tflite") if isinstance(model, ModelBuilder) else model
+    m = onert_py.load_model(data)
+    sess = onert_py.infer.session(m)
+    outs = sess.infer([np.asarray(x) for x in inputs])
+    r = rng(seed)
+    cotangents = [r.normal(size=np.shape(o)).astype(o.dtype) if np.asarray(o).dtype.kind == "f" else None
+                  for o in outs]
+    before = [np.array(x, copy=True) for x in inputs]
+    fmts = FORMATS if isinstance(model, ModelBuilder) else ("tflite",)
+    names, targets = _resolve_wrt(m, 0, wrt)
+    expected = finite_difference_gradients(m, inputs, cotangents, targets, h)
+    for fmt in fmts:
+        s = onert_py.infer.session(model.to_bytes(fmt) if isinstance(model, ModelBuilder) else data)
+        got_outs, grads = s.gradients(inputs, cotangents, wrt)
+        for a, b in zip(got_outs, outs):
+            np.testing.assert_array_equal(a, b)
+        assert list(grads) == names
+        for name, e in zip(names, expected):
+            assert grads[name].shape == e.shape, (name, grads[name].shape, e.shape)
+            np.testing.assert_allclose(grads[name], e, rtol=rtol, atol=atol, err_msg=f"{fmt}: d/d{name}")
+    for x, b in zip(inputs, before):
+        np.testing.assert_array_equal(x, b)
+    return grads

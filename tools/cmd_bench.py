@@ -146,6 +146,9 @@ def profile_tables(sess, runs: int) -> str:
     copied = prof.total_bytes_copied()
     if copied:
         out += ["", f"control flow copied {copied / n:,.0f} bytes per run"]
+    kept = prof.total_accumulator_bytes()
+    if kept:
+        out += ["", f"gradient accumulators kept {kept / n:,.0f} bytes per run"]
     return "\n".join(out)
 
 

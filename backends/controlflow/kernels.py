@@ -18,12 +18,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, fmt, is_static, merge, numel, unknown_like
 from onert_py.errors import ExecutionError
 from onert_py.exec.executor import Executor, InlinedCode
 from onert_py.exec.memory_plan import loop_carried_buffers
-from onert_py.ir import Subgraph
+from onert_py.ir import TYPE_NAME_BY_DTYPE, Subgraph
 
 
 def _subgraph(ctx: KernelContext, key: str):
@@ -429,3 +430,277 @@ def call(ctx: KernelContext) -> Run:
 @shape_rule("CALL")
 def call_rule_shape(n: Node):
     return call_shape(n, "subgraph")
+
+
+# ----------------------------------------------------------------------------------- gradients
+# IF and WHILE are differentiated by building gradient subgraphs (the engine walks a called subgraph
+# through `context.gradient_of`); the values those need from the forward run come through `capture`:
+# constants are copied, values the op passes in are handed over, and values computed inside the
+# called subgraph are made extra outputs of it (IF) or pushed per iteration on stacks (WHILE).
+
+_I32 = np.dtype(np.int32)
+_VARIANT = np.dtype(object)
+
+
+def _forward_shape(ctx, si: int, t: int):
+    shapes = ctx.forward_shapes.get(si)
+    return None if shapes is None or t >= len(shapes) else shapes[t]
+
+
+class _Captures:
+    """The forward values a gradient subgraph `gb` (of called subgraph `si`) reads, made inputs of gb
+    on first use (constants are copied instead); `make(t)` says how: it returns gb's tensor."""
+
+    def __init__(self, ctx, si: int, gb, make: Callable[[int], int]):
+        self.ctx, self.si, self.gb, self.make = ctx, si, gb, make
+        self.sg = ctx.model.subgraphs[si]
+        self.cache: dict[int, int] = {}
+        gb.capture = self
+
+    def __call__(self, t: int) -> int:
+        c = self.cache.get(t)
+        if c is None:
+            tensor = self.sg.tensors[t]
+            c = self.gb.constant(tensor.data, tensor.name) if tensor.data is not None else self.make(t)
+            self.cache[t] = c
+        return c
+
+
+def _zeros_for(g: gr.GradNode, ctx, key: tuple[int, int]) -> int:
+    """Zeros shaped like constant `key` (subgraph, tensor), where g emits."""
+    si, t = key
+    return g.const(np.zeros_like(ctx.model.subgraphs[si].tensors[t].data))
+
+
+def branches_gradient(g: gr.GradNode, branches: list[int], first_data: int,
+                      emit: Callable[[list[int], list[int], int, np.dtype], tuple]) -> list:
+    """The gradient of an op that runs one of `branches` (IF, STABLEHLO_CASE; CALL with one branch) on
+    its inputs from `first_data` on: the same op over the branches' gradients. Each gradient branch
+    takes the cotangents of the op's outputs and the forward values it reads, and returns the
+    gradients of the op's data inputs (zeros for inputs a branch does not use) and of wanted tensors
+    inside the branches. Forward values computed inside a branch become extra outputs of every branch
+    (the branches that do not compute one return a 0-d zero in its place), as functional cond does.
+    emit(gradient branch indices, inputs, n_out, dtype) appends the backward op."""
+    ctx = g.engine.context
+    data = list(range(first_data, len(g.op.inputs)))
+    wants = [g.differentiable(i) for i in data]
+    cts = [j for j in range(len(g.op.outputs)) if g.dy(j) is not None]
+    built = []                                     # per branch: (gb, captures in order, outputs, elsewhere, node)
+    for si in branches:
+        fwd = ctx.model.subgraphs[si]
+        gb = ctx.new_subgraph(f"{fwd.name or si}_grad")
+        order: list[int] = []
+
+        def make(t: int, gb=gb, fwd=fwd, si=si, order=order) -> int:
+            order.append(t)
+            tensor = fwd.tensors[t]
+            return gb.add_input(tensor.dtype, f"forward/{tensor.name}", _forward_shape(ctx, si, t), tensor.type_name)
+
+        caps = _Captures(ctx, si, gb, make)
+        ct_in: dict = {}
+        walker = ctx.gradient_of(si, gb)
+        for j in cts:
+            c = gb.add_input(g.out_dtype(j), f"cotangent_{j}", _forward_shape(ctx, g.sg.index, g.op.outputs[j]))
+            walker.accumulate(ct_in, fwd.outputs[j], c)
+        wanted_inputs = [fwd.inputs[k] for k, w in enumerate(wants) if w]
+        grads = walker.run(ct_in, wanted_inputs + ctx.wanted_in(si))
+        node = gr.emitter(g, gb)
+        outs = [grads.get(t) if grads.get(t) is not None else gr.zeros_like(node, caps(t)) for t in wanted_inputs]
+        elsewhere = {(si, t): grads[t] for t in ctx.wanted_in(si) if grads.get(t) is not None}
+        elsewhere.update(walker.elsewhere)
+        built.append((gb, order, outs, elsewhere, node))
+    keys = sorted(set().union(*(e for _, _, _, e, _ in built)))
+    # one signature for every gradient branch: the cotangents, then each branch's captures in turn
+    n_ct = len(cts)
+    for b_k, (gb, order, outs, elsewhere, node) in enumerate(built):
+        own = list(gb.sg.inputs)
+        inputs = own[:n_ct]
+        for o_k, (_, other_order, _, _, _) in enumerate(built):
+            if o_k == b_k:
+                inputs += own[n_ct:]
+                continue
+            other = ctx.model.subgraphs[branches[o_k]]
+            inputs += [gb.new_tensor(other.tensors[t].dtype, "unused", (), other.tensors[t].type_name)
+                       for t in other_order]
+        gb.sg.inputs = tuple(inputs)
+        gb.sg.outputs = tuple(outs + [elsewhere[k] if k in elsewhere else _zeros_for(node, ctx, k) for k in keys])
+    # the forward values: the op's own inputs, or branch intermediates made extra outputs of the op
+    forward_b = ctx.builder_for(g.sg.index)
+    values = []
+    for b_k, si in enumerate(branches):
+        fwd = ctx.model.subgraphs[si]
+        for t in built[b_k][1]:
+            if t in fwd.inputs:
+                values.append(g.x(first_data + fwd.inputs.index(t)))
+                continue
+            tensor = fwd.tensors[t]
+            out = forward_b.new_tensor(tensor.dtype, f"{tensor.name}/kept", None, tensor.type_name)
+            g.op.outputs = tuple(g.op.outputs) + (out,)
+            for o_k, other_si in enumerate(branches):
+                other = ctx.model.subgraphs[other_si]
+                kept = t if o_k == b_k else ctx.builder_for(other_si).constant(np.zeros((), tensor.dtype), "unused")
+                other.outputs = tuple(other.outputs) + (kept,)
+            values.append(g.b.forward(out))
+    out_dtypes = [g.in_dtype(i) for i, w in zip(data, wants) if w] + \
+                 [ctx.model.subgraphs[si].tensors[t].dtype for si, t in keys]
+    if not out_dtypes:
+        return [None] * len(g.op.inputs)
+    results = emit([b[0].sg.index for b in built], [g.dy(j) for j in cts] + values, len(out_dtypes), out_dtypes[0])
+    results = results if isinstance(results, tuple) else (results,)
+    for r, dt in zip(results, out_dtypes):
+        _retype(g.b.sg.tensors[r], np.dtype(dt))
+    it = iter(results)
+    grads = [None] * first_data + [next(it) if w else None for w in wants]
+    for key in keys:
+        g.engine.report(*key, next(it))
+    return grads
+
+
+@grad_rule("IF")
+def if_grad(g: gr.GradNode):
+    """IF(p, then, else)'s gradient is IF(p, then', else') (branches_gradient)."""
+    return branches_gradient(
+        g, [g.opts["then_subgraph_index"], g.opts["else_subgraph_index"]], 1,
+        lambda grads, inputs, n_out, dt: g.emit("IF", g.x(0), *inputs, n_out=n_out, dtype=dt,
+                                                then_subgraph_index=grads[0], else_subgraph_index=grads[1]))
+
+
+@grad_rule("CALL")
+def call_grad(g: gr.GradNode):
+    """CALL(f)'s gradient is CALL(f') (branches_gradient with one branch)."""
+    return branches_gradient(
+        g, [g.opts["subgraph"]], 0,
+        lambda grads, inputs, n_out, dt: g.emit("CALL", *inputs, n_out=n_out, dtype=dt, subgraph=grads[0]))
+
+
+@grad_rule("CALL_ONCE")
+def call_once_grad(g: gr.GradNode):
+    return []          # no inputs, no outputs: it initialises variables
+
+
+@grad_rule("WHILE", "STABLEHLO_WHILE")
+def while_grad(g: gr.GradNode):
+    """WHILE's gradient: the forward loop is rewritten to count its iterations and to push, on one stack
+    per value, every body value the body's gradient reads (constants and loop values the body passes
+    through unchanged are not stacked); the backward WHILE runs the body's gradient that many times,
+    popping the stacks, carrying the loop values' cotangents, and summing the gradients of wanted
+    tensors inside the body (loop-invariant weights) as they are produced."""
+    ctx = g.engine.context
+    cond_i, body_i = g.opts["cond_subgraph_index"], g.opts["body_subgraph_index"]
+    body, cond = ctx.model.subgraphs[body_i], ctx.model.subgraphs[cond_i]
+    n = len(g.op.inputs)
+    floats = [k for k in range(n) if body.tensors[body.inputs[k]].dtype.kind == "f"]
+    passthrough = {body.inputs[k]: k for k in range(n) if body.outputs[k] == body.inputs[k]}
+    bb = ctx.new_subgraph(f"{body.name or body_i}_grad")
+    node = gr.emitter(g, bb)
+    loop: list[tuple[int, int | None, str, object]] = []   # (B input, B output, kind, detail)
+    counter = bb.add_input(_I32, "counter", ())
+    loop.append((counter, g_sub(node, counter), "counter", None))
+    ct_in = {k: bb.add_input(body.tensors[body.inputs[k]].dtype, f"cotangent_{k}",
+                             _forward_shape(ctx, body_i, body.inputs[k])) for k in floats}
+    for k in floats:
+        loop.append((ct_in[k], None, "cotangent", k))
+    stacked: list[int] = []
+
+    def make(t: int) -> int:
+        tensor = body.tensors[t]
+        if t in passthrough:                      # the same value every iteration: handed over as is
+            x = bb.add_input(tensor.dtype, f"invariant/{tensor.name}", _forward_shape(ctx, body_i, t), tensor.type_name)
+            loop.append((x, x, "invariant", passthrough[t]))
+            return x
+        s_in = bb.add_input(_VARIANT, f"stack/{tensor.name}", (), "VARIANT")
+        value = bb.new_tensor(tensor.dtype, tensor.name, _forward_shape(ctx, body_i, t), tensor.type_name)
+        rest = bb.new_tensor(_VARIANT, "stack", (), "VARIANT")
+        bb.add_op("CUSTOM", [s_in], [value, rest], "OnertPyStackPop", {})
+        loop.append((s_in, rest, "stack", len(stacked)))
+        stacked.append(t)
+        return value
+
+    caps = _Captures(ctx, body_i, bb, make)
+    walker = ctx.gradient_of(body_i, bb)
+    cts: dict = {}
+    for k in floats:
+        walker.accumulate(cts, body.outputs[k], ct_in[k])
+    weights = ctx.wanted_in(body_i)
+    grads = walker.run(cts, [body.inputs[k] for k in floats] + weights)
+    for idx, (x, out, kind, k) in enumerate(loop):
+        if kind == "cotangent":
+            d = grads.get(body.inputs[k])
+            loop[idx] = (x, d if d is not None else gr.zeros_like(node, caps(body.inputs[k])), kind, k)
+    contributions = {(body_i, t): grads[t] for t in weights if grads.get(t) is not None}
+    contributions.update(walker.elsewhere)
+    for key, d in contributions.items():
+        si, t = key
+        acc = bb.add_input(d_dtype(bb, d), "gradient_sum", tuple(ctx.model.subgraphs[si].tensors[t].shape))
+        loop.append((acc, gr.add(node, acc, d), "sum", key))
+    bb.sg.inputs = tuple(x for x, _, _, _ in loop)
+    bb.sg.outputs = tuple(out for _, out, _, _ in loop)
+    # the backward cond: counter > 0
+    cb = ctx.new_subgraph(f"{body.name or body_i}_grad_cond")
+    c_inputs = [cb.new_tensor(bb.sg.tensors[x].dtype, "in", None, bb.sg.tensors[x].type_name) for x, _, _, _ in loop]
+    cb.sg.inputs = tuple(c_inputs)
+    c_node = gr.emitter(g, cb)
+    cb.sg.outputs = (c_node.emit("GREATER", c_inputs[0], c_node.const(0, np.int32), dtype=np.bool_),)
+    # the forward loop counts its iterations and pushes the stacked values
+    fb = ctx.builder_for(body_i)
+    f_node = gr.emitter(g, fb)
+    f_counter = fb.add_input(_I32, "iterations", ())
+    new_outputs = [f_node.emit("ADD", f_counter, f_node.const(1, np.int32), fused_activation_function=0)]
+    for t in stacked:
+        s_in = fb.add_input(_VARIANT, "stack", (), "VARIANT")
+        pushed = fb.new_tensor(_VARIANT, "stack", (), "VARIANT")
+        fb.add_op("CUSTOM", [s_in, t], [pushed], "OnertPyStackPush", {})
+        new_outputs.append(pushed)
+    body.outputs = tuple(body.outputs) + tuple(new_outputs)
+    cond_b = ctx.builder_for(cond_i)
+    cond_b.sg.inputs = tuple(cond.inputs) + tuple(
+        cond_b.new_tensor(fb.sg.tensors[x].dtype, "unused", (), fb.sg.tensors[x].type_name)
+        for x in body.inputs[n:])
+    outer = ctx.builder_for(g.sg.index)
+    o_node = gr.emitter(g, outer)
+    starts = [o_node.const(0, np.int32)] + [o_node.emit("OnertPyStackNew", dtype=_VARIANT, custom="OnertPyStackNew")
+                                            for _ in stacked]
+    for t in starts[1:]:
+        outer.sg.tensors[t].type_name = "VARIANT"
+    ends = [outer.new_tensor(_I32, "iterations", ())] + [outer.new_tensor(_VARIANT, "stacks", (), "VARIANT")
+                                                         for _ in stacked]
+    g.op.inputs = tuple(g.op.inputs) + tuple(starts)
+    g.op.outputs = tuple(g.op.outputs) + tuple(ends)
+    # the backward loop
+    args = []
+    for x, _, kind, k in loop:
+        if kind == "counter":
+            args.append(g.b.forward(ends[0]))
+        elif kind == "cotangent":
+            d = g.dy(k)
+            args.append(d if d is not None else gr.zeros_like(g, g.y(k)))
+        elif kind == "stack":
+            args.append(g.b.forward(ends[1 + k]))
+        elif kind == "invariant":
+            args.append(g.x(k))
+        else:
+            args.append(_zeros_for(g, ctx, k))
+    results = g.emit("WHILE", *args, n_out=len(args), cond_subgraph_index=cb.sg.index,
+                     body_subgraph_index=bb.sg.index)
+    results = results if isinstance(results, tuple) else (results,)
+    grads_out: list = [None] * n
+    for r, a, (x, _, kind, k) in zip(results, args, loop):
+        _retype(g.b.sg.tensors[r], g.b.sg.tensors[a].dtype, g.b.sg.tensors[a].type_name)
+        if kind == "cotangent":
+            grads_out[k] = r
+        elif kind == "sum":
+            g.engine.report(*k, r)
+    return grads_out
+
+
+def _retype(tensor, dtype: np.dtype, type_name: str | None = None) -> None:
+    tensor.dtype = dtype
+    tensor.type_name = type_name or TYPE_NAME_BY_DTYPE[dtype]
+
+
+def g_sub(node: gr.GradNode, counter: int) -> int:
+    return node.emit("SUB", counter, node.const(1, np.int32), fused_activation_function=0)
+
+
+def d_dtype(builder, t: int) -> np.dtype:
+    return builder.sg.tensors[t].dtype

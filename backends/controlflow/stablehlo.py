@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.controlflow.kernels import _check_signature, _Copier, branches_shape, call_shape, call_subgraph
-from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.controlflow.kernels import (_check_signature, _Copier, branches_gradient, branches_shape,
+                                                  call_shape, call_subgraph)
+from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node
 from onert_py.errors import ExecutionError
 
@@ -73,3 +75,20 @@ def stablehlo_composite(ctx: KernelContext) -> Run:
 @shape_rule("STABLEHLO_COMPOSITE")
 def composite_shape(n: Node):
     return call_shape(n, "decomposition_subgraph_index")
+
+
+@grad_rule("STABLEHLO_CASE")
+def stablehlo_case_grad(g: gr.GradNode):
+    """CASE(i, branches)'s gradient is CASE(i, the branches' gradients) (branches_gradient)."""
+    return branches_gradient(
+        g, list(g.opts["branch_subgraph_indices"]), 1,
+        lambda grads, inputs, n_out, dt: g.emit("STABLEHLO_CASE", g.x(0), *inputs, n_out=n_out, dtype=dt,
+                                                branch_subgraph_indices=list(grads)))
+
+
+@grad_rule("STABLEHLO_COMPOSITE")
+def stablehlo_composite_grad(g: gr.GradNode):
+    """A composite's gradient is its decomposition's, called as CALL does (branches_gradient)."""
+    return branches_gradient(
+        g, [g.opts["decomposition_subgraph_index"]], 0,
+        lambda grads, inputs, n_out, dt: g.emit("CALL", *inputs, n_out=n_out, dtype=dt, subgraph=grads[0]))

@@ -18,7 +18,8 @@ from onert_py.backends.cpu._quant import (gemmlowp_table, multiply_by_quantized_
                                           same_type_qparams, saturating_rounding_doubling_high_mul16,
                                           to_int32_x86, wrap_int32)
 from onert_py.backends.cpu.shape import check_dtype
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import broadcasting, same_shape
 
 _FLOATS = ("float32", "float16")
@@ -854,3 +855,139 @@ shape_rule("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "ELU", 
 
 # Shape rules: the inputs' broadcast shape.
 shape_rule("PRELU")(broadcasting)
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+def _between(g: gr.GradNode, x: int, lo: float | None, hi: float | None) -> int:
+    """bool: lo < x < hi (either bound may be absent)."""
+    conds = []
+    if lo is not None:
+        conds.append(g.emit("GREATER", x, gr.scalar(g, lo, x), dtype=np.bool_))
+    if hi is not None:
+        conds.append(g.emit("LESS", x, gr.scalar(g, hi, x), dtype=np.bool_))
+    return conds[0] if len(conds) == 1 else g.emit("LOGICAL_AND", *conds, dtype=np.bool_)
+
+
+_RELU_RANGES = {"RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1": (0.0, 1.0)}
+
+
+@grad_rule(*_RELU_RANGES)
+def relu_grad(g: gr.GradNode):
+    # the gradient passes where the input is strictly inside the clamp (TensorFlow's ReluGrad/Relu6Grad)
+    lo, hi = _RELU_RANGES[g.op.opcode]
+    return [gr.mask(g, _between(g, g.x(0), lo, hi), g.dy())]
+
+
+@grad_rule("TANH")
+def tanh_grad(g: gr.GradNode):
+    y = g.y()
+    return [gr.mul(g, g.dy(), gr.sub(g, gr.scalar(g, 1.0, y), gr.square(g, y)))]
+
+
+@grad_rule("LOGISTIC")
+def logistic_grad(g: gr.GradNode):
+    y = g.y()
+    return [gr.mul(g, g.dy(), gr.mul(g, y, gr.sub(g, gr.scalar(g, 1.0, y), y)))]
+
+
+@grad_rule("SOFTMAX")
+def softmax_grad(g: gr.GradNode):
+    # y = softmax(beta * x) over the last axis: dx = beta * y * (dy - sum(dy * y, last axis))
+    y, d = g.y(), g.dy()
+    s = g.emit("SUM", gr.mul(g, d, y), g.const([-1], np.int32), keep_dims=True)
+    dx = gr.mul(g, y, gr.sub(g, d, s))
+    beta = float(g.opts.get("beta", 1.0))
+    return [dx if beta == 1.0 else gr.mul(g, dx, gr.scalar(g, beta, y))]
+
+
+@grad_rule("LOG_SOFTMAX")
+def log_softmax_grad(g: gr.GradNode):
+    # y = x - log(sum(exp(x))): dx = dy - exp(y) * sum(dy, last axis)
+    d = g.dy()
+    s = g.emit("SUM", d, g.const([-1], np.int32), keep_dims=True)
+    return [gr.sub(g, d, gr.mul(g, g.emit("EXP", g.y()), s))]
+
+
+@grad_rule("LEAKY_RELU")
+def leaky_relu_grad(g: gr.GradNode):
+    # TF's LeakyReluGrad: dy where x > 0, alpha * dy elsewhere (x = 0 included)
+    x, d = g.x(0), g.dy()
+    alpha = float(g.opts.get("alpha", 0.0))
+    pos = g.emit("GREATER", x, gr.scalar(g, 0.0, x), dtype=np.bool_)
+    return [gr.where(g, pos, d, gr.mul(g, d, gr.scalar(g, alpha, d)))]
+
+
+@grad_rule("PRELU", params=(1,))
+def prelu_grad(g: gr.GradNode):
+    # y = x > 0 ? x : alpha * x (alpha broadcasting against x): dx = dy where x > 0, alpha * dy
+    # elsewhere (LeakyReluGrad's convention at 0); dalpha = dy * x where x <= 0, summed over the axes
+    # alpha was broadcast along
+    x, a, d = g.x(0), g.x(1), g.dy()
+    zero = gr.scalar(g, 0.0, d)
+    pos = g.emit("GREATER", x, gr.scalar(g, 0.0, x), dtype=np.bool_)
+    dx = gr.where(g, pos, d, gr.mul(g, d, a)) if g.differentiable(0) else None
+    da = gr.where(g, pos, zero, gr.mul(g, d, x)) if g.differentiable(1) else None
+    return [gr.sum_to_input(g, 0, dx), gr.sum_to_input(g, 1, da)]
+
+
+@grad_rule("ELU")
+def elu_grad(g: gr.GradNode):
+    # TF's EluGrad (alpha 1): dy * (y + 1) where y < 0, dy elsewhere
+    y, d = g.y(), g.dy()
+    neg = g.emit("LESS", y, gr.scalar(g, 0.0, y), dtype=np.bool_)
+    return [gr.where(g, neg, gr.mul(g, d, gr.add(g, y, gr.scalar(g, 1.0, y))), d)]
+
+
+@grad_rule("HARD_SWISH")
+def hard_swish_grad(g: gr.GradNode):
+    # x * relu6(x + 3) / 6 differentiated as TF/Keras do: relu6(x + 3) / 6 + x / 6 where -3 < x < 3
+    # (relu6's gradient passes strictly inside its clamp): 0 below -3, (2x + 3) / 6 inside, 1 above 3
+    x, d = g.x(0), g.dy()
+    sixth = gr.scalar(g, 1.0 / 6.0, x)
+    hs = gr.mul(g, g.emit("RELU6", gr.add(g, x, gr.scalar(g, 3.0, x))), sixth)
+    inside = gr.mask(g, _between(g, x, -3.0, 3.0), gr.mul(g, x, sixth))
+    return [gr.mul(g, d, gr.add(g, hs, inside))]
+
+
+@grad_rule("GELU")
+def gelu_grad(g: gr.GradNode):
+    x, d = g.x(0), g.dy()
+
+    def s(v: float) -> int:
+        return gr.scalar(g, v, x)
+    x2 = gr.square(g, x)
+    if g.opts.get("approximate", False):
+        # 0.5 x (1 + tanh(k (x + c x^3))): 0.5 (1 + t) + 0.5 k x (1 - t^2) (1 + 3 c x^2)
+        k, c = math.sqrt(2.0 / math.pi), 0.044715
+        t = g.emit("TANH", gr.mul(g, gr.add(g, x, gr.mul(g, gr.mul(g, x, x2), s(c))), s(k)))
+        a = gr.mul(g, gr.add(g, t, s(1.0)), s(0.5))
+        b = gr.mul(g, gr.mul(g, gr.mul(g, x, s(0.5 * k)), gr.sub(g, s(1.0), gr.square(g, t))),
+                   gr.add(g, gr.mul(g, x2, s(3.0 * c)), s(1.0)))
+    else:
+        # 0.5 x erfc(-x / sqrt 2): Phi(x) + x phi(x), Phi(x) = 0.5 erfc(-x / sqrt 2),
+        # phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+        a = gr.mul(g, _erfc_op(g, gr.mul(g, x, s(-math.sqrt(0.5)))), s(0.5))
+        b = gr.mul(g, gr.mul(g, x, s(1.0 / math.sqrt(2.0 * math.pi))), g.emit("EXP", gr.mul(g, x2, s(-0.5))))
+    return [gr.mul(g, d, gr.add(g, a, b))]
+
+
+def _erfc_op(g: gr.GradNode, x: int) -> int:
+    return g.emit("OnertPyErfc", x, custom="OnertPyErfc")
+
+
+@CPU.register("OnertPyErfc", dtypes=_FLOATS)
+def erfc(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: erfc elementwise (the exact GELU's gradient; no TFLite op has it)."""
+    return _unary(ctx, _erfc)
+
+
+shape_rule("OnertPyErfc")(same_shape)
+
+
+@grad_rule("OnertPyErfc")
+def erfc_grad(g: gr.GradNode):
+    # d/dx erfc(x) = -2 / sqrt(pi) exp(-x^2)
+    x = g.x(0)
+    e = g.emit("EXP", gr.neg(g, gr.square(g, x)))
+    return [gr.mul(g, g.dy(), gr.mul(g, e, gr.scalar(g, -2.0 / math.sqrt(math.pi), x)))]

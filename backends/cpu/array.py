@@ -12,7 +12,8 @@ from onert_py.backends.cpu._common import activated, activation_of
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.shape import (FIXED_TYPES, QUANTIZED_TYPES, check_dtype, equal_parameters, int_input,
                                          params32, register_value_movers)
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, Shape, axis_of, merge_same, need_rank, same_shape
 
 
@@ -846,3 +847,229 @@ register_value_movers({"TRANSPOSE": transpose, "SPLIT": split, "SPLIT_V": split_
                        "SPACE_TO_BATCH_ND": equal_parameters(space_to_batch_nd)})
 register_value_movers({"SPACE_TO_DEPTH": space_to_depth, "DEPTH_TO_SPACE": depth_to_space},
                       types=("int8", "uint8"))    # LiteRT refuses int16
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+def _shape_of(g: gr.GradNode, t: int) -> int:
+    return g.emit("SHAPE", t, dtype=np.int32, out_type=2)
+
+
+def _int32(g: gr.GradNode, i: int) -> int:
+    """Forward integer input i as int32."""
+    return g.x(i) if g.in_dtype(i) == np.int32 else g.emit("CAST", g.x(i), dtype=np.int32)
+
+
+def _static(s) -> bool:
+    return s is not None and all(d >= 0 for d in s)
+
+
+def _const_axis(g: gr.GradNode, i: int) -> int:
+    a = g.const_input(i)
+    if a is None:
+        raise g.fail("the gradient needs a constant axis")
+    return int(np.ravel(a)[0])
+
+
+def _total(g: gr.GradNode, t: int) -> int:
+    """The sum of all of t's values (a 0-d tensor), whatever t's rank."""
+    return g.emit("SUM", g.emit("RESHAPE", t, g.const([-1], np.int32)), g.const([0], np.int32), keep_dims=False)
+
+
+def _as_tuple(t) -> tuple:
+    return t if isinstance(t, tuple) else (t,)
+
+
+@grad_rule("CONCATENATION")
+def concatenation_grad(g: gr.GradNode):
+    # dy cut back into the inputs' extents along the axis
+    d, n = g.dy(), len(g.op.inputs)
+    s = g.shape(0)
+    if s is None:
+        raise g.fail("the gradient of CONCATENATION needs inputs of known rank")
+    if len(s) == 0:                       # scalars are stacked
+        parts = g.emit("UNPACK", d, n_out=n, axis=0, num=n)
+    else:
+        axis = int(g.opts.get("axis", 0)) % len(s)
+        sizes = [g.shape(i)[axis] for i in range(n)]
+        if all(k >= 0 for k in sizes):
+            sizes_t = g.const(sizes, np.int32)
+        else:
+            at = g.const([axis], np.int32)
+            sizes_t = g.emit("CONCATENATION", *[g.emit("GATHER", _shape_of(g, g.x(i)), at, axis=0, batch_dims=0)
+                                                for i in range(n)], axis=0, fused_activation_function=0)
+        parts = g.emit("SPLIT_V", d, sizes_t, g.const(axis, np.int32), n_out=n, num_splits=n)
+    return [p if g.differentiable(i) else None for i, p in enumerate(_as_tuple(parts))]
+
+
+@grad_rule("PACK")
+def pack_grad(g: gr.GradNode):
+    n = len(g.op.inputs)
+    parts = g.emit("UNPACK", g.dy(), n_out=n, axis=int(g.opts.get("axis", 0)), num=n)
+    return [p if g.differentiable(i) else None for i, p in enumerate(_as_tuple(parts))]
+
+
+def _output_cotangents(g: gr.GradNode) -> list[int]:
+    """Each output's cotangent, zeros for the outputs nothing depends on."""
+    return [g.dy(j) if g.dy(j) is not None else gr.zeros_like(g, g.y(j)) for j in range(len(g.op.outputs))]
+
+
+@grad_rule("UNPACK")
+def unpack_grad(g: gr.GradNode):
+    ds = _output_cotangents(g)
+    return [g.emit("PACK", *ds, axis=int(g.opts.get("axis", 0)), values_count=len(ds))]
+
+
+@grad_rule("SPLIT")
+def split_grad(g: gr.GradNode):
+    return [None, g.emit("CONCATENATION", *_output_cotangents(g), axis=_const_axis(g, 0),
+                         fused_activation_function=0)]
+
+
+@grad_rule("SPLIT_V")
+def split_v_grad(g: gr.GradNode):
+    return [g.emit("CONCATENATION", *_output_cotangents(g), axis=_const_axis(g, 2),
+                   fused_activation_function=0), None, None]
+
+
+@grad_rule("TILE")
+def tile_grad(g: gr.GradNode):
+    # dy as [m0, d0, m1, d1, ...] summed over the multiples' axes
+    d, s, mult = g.dy(), g.shape(0), g.const_input(1)
+    if s is None:
+        raise g.fail("the gradient of TILE needs an input of known rank")
+    if not s:
+        return [d, None]
+    if mult is not None and _static(s):
+        shape = g.const([k for m, n in zip(np.ravel(mult).tolist(), s) for k in (m, n)], np.int32)
+    else:
+        both = g.emit("PACK", _int32(g, 1), _shape_of(g, g.x(0)), axis=1, values_count=2)
+        shape = g.emit("RESHAPE", both, g.const([-1], np.int32))
+    split = g.emit("RESHAPE", d, shape)
+    return [g.emit("SUM", split, g.const(list(range(0, 2 * len(s), 2)), np.int32), keep_dims=False), None]
+
+
+@grad_rule("TRANSPOSE")
+def transpose_grad(g: gr.GradNode):
+    # transposed back by the inverse permutation
+    perm = g.const_input(1)
+    if perm is not None:
+        p = [int(k) % max(perm.size, 1) for k in np.ravel(perm)]
+        inverse = g.const(np.argsort(p), np.int32)
+    else:
+        s = g.shape(0)
+        if s is None:
+            raise g.fail("the gradient of TRANSPOSE needs an input of known rank")
+        r = len(s)
+        p = g.emit("FLOOR_MOD", _int32(g, 1), g.const(r, np.int32))
+        inverse = g.emit("SCATTER_ND", g.emit("RESHAPE", p, g.const([r, 1], np.int32)),
+                         g.const(np.arange(r), np.int32), g.const([r], np.int32), dtype=np.int32)
+    return [g.emit("TRANSPOSE", g.dy(), inverse), None]
+
+
+@grad_rule("REVERSE_V2")
+def reverse_v2_grad(g: gr.GradNode):
+    return [g.emit("REVERSE_V2", g.dy(), g.x(1)), None]
+
+
+@grad_rule("REVERSE_SEQUENCE")
+def reverse_sequence_grad(g: gr.GradNode):
+    return [g.emit("REVERSE_SEQUENCE", g.dy(), g.x(1), **g.opts), None]
+
+
+def _unpad(g: gr.GradNode, d: int) -> int:
+    """The part of the padded d that holds the input (a SLICE at the leading paddings)."""
+    pads, s = g.const_input(1), g.shape(0)
+    if pads is not None:
+        begin = g.const(np.ravel(pads).reshape(-1, 2)[:, 0], np.int32)
+    else:
+        first = g.emit("SLICE", _int32(g, 1), g.const([0, 0], np.int32), g.const([-1, 1], np.int32))
+        begin = g.emit("RESHAPE", first, g.const([-1], np.int32))
+    size = g.const(s, np.int32) if _static(s) else _shape_of(g, g.x(0))
+    return g.emit("SLICE", d, begin, size)
+
+
+@grad_rule("PAD", "PADV2")
+def pad_grad(g: gr.GradNode):
+    d = g.dy()
+    dx = _unpad(g, d) if g.differentiable(0) else None
+    dv = None
+    if g.has(2) and g.differentiable(2):
+        # the pad value fills every padded position: the sum of their cotangents (TensorFlow gives None)
+        dv = gr.sub(g, _total(g, d), _total(g, dx if dx is not None else _unpad(g, d)))
+        if g.shape(2) != ():
+            dv = gr.reshape_like(g, dv, g.x(2))
+    return [dx, None, dv]
+
+
+@CPU.register("OnertPyMirrorPadGrad", dtypes=("float32", "float16", "float64"))
+def mirror_pad_grad_kernel(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: the cotangent of MIRROR_PAD (input 0, padded by the paddings of input 1
+    in mode `mode`) folded back onto the input: each padded position adds to the value it copies."""
+    ctx.expect_inputs(2)
+    d_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    get_pairs = _pairs(ctx, 1)
+    off = 1 if int(ctx.options.get("mode", 0)) == 0 else 0    # REFLECT skips the edge
+    dt = ctx.output_dtype()
+
+    def run() -> None:
+        d = np.asarray(v[d_i])
+        pads = get_pairs()
+        if len(pads) != d.ndim:
+            raise ValueError(f"paddings for rank {len(pads)}, the cotangent has rank {d.ndim}")
+        for k, (b, e) in enumerate(pads):
+            if not b and not e:
+                continue
+            m = np.moveaxis(d, k, 0)
+            n = m.shape[0] - b - e
+            core = np.array(m[b:b + n], dtype=dt, copy=True)
+            if b:      # padded position i < b copies input b - 1 - i + off
+                core[off:off + b] += m[:b][::-1]
+            if e:      # padded position b + n + i copies input n - 1 - off - i
+                core[n - off - e:n - off] += m[b + n:][::-1]
+            d = np.moveaxis(core, 0, k)
+        v[o] = np.array(d, dtype=dt, copy=True)
+    return run
+
+
+@shape_rule("OnertPyMirrorPadGrad")
+def mirror_pad_grad_shape(n: Node):
+    s, pads = n.shape(0), n.ints(1)
+    if s is None:
+        return [None]
+    if pads is None:
+        return [(-1,) * len(s)]
+    return [tuple(d - pads[2 * k] - pads[2 * k + 1] if d >= 0 else -1 for k, d in enumerate(s))]
+
+
+@grad_rule("OnertPyMirrorPadGrad")
+def mirror_pad_grad_grad(g: gr.GradNode):
+    return [g.emit("MIRROR_PAD", g.dy(), g.x(1), mode=int(g.opts.get("mode", 0))), None]
+
+
+@grad_rule("MIRROR_PAD")
+def mirror_pad_grad(g: gr.GradNode):
+    return [g.emit("OnertPyMirrorPadGrad", g.dy(), g.x(1), custom="OnertPyMirrorPadGrad",
+                   mode=int(g.opts.get("mode", 0))), None]
+
+
+@grad_rule("SPACE_TO_DEPTH")
+def space_to_depth_grad(g: gr.GradNode):
+    return [g.emit("DEPTH_TO_SPACE", g.dy(), block_size=int(g.opts.get("block_size", 0)))]
+
+
+@grad_rule("DEPTH_TO_SPACE")
+def depth_to_space_grad(g: gr.GradNode):
+    return [g.emit("SPACE_TO_DEPTH", g.dy(), block_size=int(g.opts.get("block_size", 0)))]
+
+
+@grad_rule("SPACE_TO_BATCH_ND")
+def space_to_batch_nd_grad(g: gr.GradNode):
+    # a zero padding then a permutation: undone by the permutation back, cropping the padding
+    return [g.emit("BATCH_TO_SPACE_ND", g.dy(), g.x(1), g.x(2)), None, None]
+
+
+@grad_rule("BATCH_TO_SPACE_ND")
+def batch_to_space_nd_grad(g: gr.GradNode):
+    return [g.emit("SPACE_TO_BATCH_ND", g.dy(), g.x(1), g.x(2)), None, None]

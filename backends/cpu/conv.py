@@ -21,7 +21,8 @@ from onert_py.backends.cpu._quant import (OutputStage, is_hybrid, activation_ran
                                           multiply_by_quantized_multiplier_int64, qparams, quantize_multiplier,
                                           quantize_multipliers, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, need_rank
 
 _F32 = np.dtype(np.float32)
@@ -1072,3 +1073,222 @@ def transposed_conv_shape(n: Node):
         return [shape]
     s = n.shape(0)
     return [None if s is None or len(s) != 1 or s[0] < 0 else (-1,) * s[0]]
+
+
+# ----------------------------------------------------------------------------------- gradients
+#
+# The convolutions' gradients run two onert-py kernels sharing the forward's geometry (_geometry:
+# conv_output_size and conv_padding; window_view over pad_spatial). Every filter layout is first seen as
+# a grouped convolution: filter [G, T, Cg, Og] (T taps), input channel g*Cg + c, output channel g*Og + q.
+# CONV_2D's [O, *filt, C/G] has G = the input's channels over the filter's, DEPTHWISE_CONV_2D's
+# [1, *filt, C*M] is G = C groups of one input channel and M outputs, CONV_3D's [*filt, C, O] is one group,
+# and TRANSPOSE_CONV's [O, *filt, C] is the convolution from its O-channel output to its C-channel input.
+
+def window_scatter(cols: np.ndarray, in_shape: Sequence[int], filt: Sequence[int], strides: Sequence[int],
+                   dilations: Sequence[int], pads: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The adjoint of window_view(pad_spatial(x, pads), filt, strides, dilations, out): cols
+    [N, *out, *filt, C], one value per window tap, summed into the input positions those taps read
+    ([N, *in, C], float32); taps on the padding are dropped."""
+    nd = len(filt)
+    out = cols.shape[1:1 + nd]
+    sp = tuple(in_shape[1:-1])
+    acc = np.zeros((in_shape[0],) + tuple(s + a + b for s, (a, b) in zip(sp, pads)) + (in_shape[-1],), np.float32)
+    if cols.size:
+        for tap in np.ndindex(*filt):
+            sl = (slice(None),) + tuple(slice(t * d, t * d + (o - 1) * s + 1, s)
+                                        for t, d, o, s in zip(tap, dilations, out, strides))
+            acc[sl] += cols[(slice(None),) * (1 + nd) + tap]
+    return np.ascontiguousarray(acc[(slice(None),) + tuple(slice(a, a + s) for s, (a, _) in zip(sp, pads))])
+
+
+def _filter_taps(layout: str, w_shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(w_shape[:-2]) if layout == "hwio" else tuple(w_shape[1:-1])
+
+
+def _grouped_dims(layout: str, w_shape: Sequence[int], cin: int) -> tuple[int, int, int, int]:
+    """(G, T, Cg, Og) of a filter of `layout` read by an input of `cin` channels."""
+    taps = int(np.prod(_filter_taps(layout, w_shape)))
+    if layout == "ohwi":                            # CONV_2D
+        cout, cg = w_shape[0], w_shape[-1]
+        if cg <= 0 or cin % cg or cout % (cin // cg):
+            raise ValueError(f"filter {list(w_shape)} does not fit an input of {cin} channels")
+        groups = cin // cg
+        return groups, taps, cg, cout // groups
+    if layout == "hwio":                            # CONV_3D
+        return 1, taps, w_shape[-2], w_shape[-1]
+    if layout == "depthwise":
+        if cin <= 0 or w_shape[-1] % cin:
+            raise ValueError(f"filter {list(w_shape)} does not fit an input of {cin} channels")
+        return cin, taps, 1, w_shape[-1] // cin
+    if layout == "transpose":                       # TRANSPOSE_CONV: from its O-channel output to its input
+        return 1, taps, w_shape[0], w_shape[-1]
+    raise ValueError(f"unknown filter layout {layout!r}")
+
+
+def _to_grouped(w: np.ndarray, layout: str, dims) -> np.ndarray:
+    g, t, cg, og = dims
+    if layout == "ohwi":
+        return w.reshape(g, og, t, cg).transpose(0, 2, 3, 1)
+    if layout == "hwio":
+        return w.reshape(1, t, cg, og)
+    if layout == "depthwise":
+        return w.reshape(t, g, og).transpose(1, 0, 2)[:, :, None, :]
+    return w.reshape(cg, t, og).transpose(1, 0, 2)[None]          # transpose
+
+
+def _from_grouped(d: np.ndarray, layout: str, w_shape: Sequence[int]) -> np.ndarray:
+    if layout == "ohwi":
+        return d.transpose(0, 3, 1, 2).reshape(w_shape)
+    if layout == "hwio":
+        return d.reshape(w_shape)
+    if layout == "depthwise":
+        return d[:, :, 0, :].transpose(1, 0, 2).reshape(w_shape)
+    return d[0].transpose(1, 0, 2).reshape(w_shape)               # transpose
+
+
+def _conv_grad_options(ctx: KernelContext):
+    o = ctx.options
+    layout, strides, dils = o["layout"], tuple(o["strides"]), tuple(o["dilations"])
+    if layout not in ("ohwi", "hwio", "depthwise", "transpose"):
+        raise ctx.fail(f"unknown filter layout {layout!r}")
+    return layout, strides, dils, int(o.get("padding", SAME))
+
+
+def _grad_geometry(x_shape, dy_shape, filt, strides, dils, padding):
+    """The forward's (out, pads) for input shape x_shape, checked against the output gradient's shape."""
+    out, pads = _geometry(tuple(x_shape[1:-1]), filt, strides, dils, padding)
+    if tuple(out) != tuple(dy_shape[1:-1]) or x_shape[0] != dy_shape[0]:
+        raise ValueError(f"output gradient {list(dy_shape)} does not fit the convolution of an input "
+                         f"{list(x_shape)} (output spatial size {list(out)})")
+    return out, pads
+
+
+@CPU.register("OnertPyConvInputGrad", dtypes=("float32", "float16"))
+def conv_input_grad(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: inputs (dy, filter, x) -> the gradient of a convolution with respect to
+    its input x (x gives the shape). Options: layout ("ohwi", "hwio", "depthwise"), strides, dilations,
+    padding. Every window tap's share dy @ filter, scattered back where the tap read (window_scatter)."""
+    ctx.expect_inputs(3)
+    layout, strides, dils, padding = _conv_grad_options(ctx)
+    (dy_i, w_i, x_i), (o_i,) = ctx.inputs, ctx.outputs
+    out_dt = ctx.output_dtype()
+    v = ctx.values
+
+    def run() -> None:
+        dy, w, x_shape = v[dy_i], v[w_i], np.shape(v[x_i])
+        filt = _filter_taps(layout, w.shape)
+        _, pads = _grad_geometry(x_shape, dy.shape, filt, strides, dils, padding)
+        dims = g, _, cg, og = _grouped_dims(layout, w.shape, x_shape[-1])
+        wg = _to_grouped(np.asarray(w, np.float32), layout, dims)
+        cols = np.einsum("mgq,gtcq->mtgc", np.asarray(dy, np.float32).reshape(-1, g, og), wg, optimize=True)
+        cols = cols.reshape(dy.shape[:-1] + filt + (g * cg,))
+        v[o_i] = window_scatter(cols, x_shape, filt, strides, dils, pads).astype(out_dt, copy=False)
+    return run
+
+
+@CPU.register("OnertPyConvFilterGrad", dtypes=("float32", "float16"))
+def conv_filter_grad(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: inputs (x, dy, filter) -> the gradient of a convolution with respect to its
+    filter (the filter gives the shape): per tap, the windows of x (window_view) against dy, summed over
+    the batch and output positions. Options as OnertPyConvInputGrad's."""
+    ctx.expect_inputs(3)
+    layout, strides, dils, padding = _conv_grad_options(ctx)
+    (x_i, dy_i, w_i), (o_i,) = ctx.inputs, ctx.outputs
+    out_dt = ctx.output_dtype()
+    v = ctx.values
+
+    def run() -> None:
+        x, dy, w_shape = np.asarray(v[x_i], np.float32), v[dy_i], np.shape(v[w_i])
+        filt = _filter_taps(layout, w_shape)
+        out, pads = _grad_geometry(x.shape, dy.shape, filt, strides, dils, padding)
+        g, t, cg, og = _grouped_dims(layout, w_shape, x.shape[-1])
+        win = window_view(pad_spatial(x, pads), filt, strides, dils, out).reshape(-1, t, g, cg)
+        d = np.asarray(dy, np.float32).reshape(-1, g, og)
+        v[o_i] = _from_grouped(np.einsum("mtgc,mgq->gtcq", win, d, optimize=True), layout,
+                               w_shape).astype(out_dt)
+    return run
+
+
+@shape_rule("OnertPyConvInputGrad", "OnertPyConvFilterGrad")
+def conv_grad_shape(n: Node):
+    return [n.shape(2)]
+
+
+def _float_filter(g: gr.GradNode, i: int) -> None:
+    if g.in_dtype(i).kind != "f":
+        raise g.fail(f"a convolution with a {g.in_dtype(i).name} (quantized) filter has no gradient")
+
+
+def _channel_sum(g: gr.GradNode, d: int, rank: int, b: int) -> int:
+    """The gradient of a bias of input `b` added along the last axis: d summed over the other axes."""
+    s = g.emit("SUM", d, g.const(list(range(rank - 1)), np.int32), keep_dims=False)
+    shape = g.shape(b)
+    return s if shape is not None and len(shape) == 1 else gr.reshape_like(g, s, g.x(b))
+
+
+def _conv_grads(g: gr.GradNode, layout: str, strides: tuple, dils: tuple, rank: int) -> list:
+    """[dx, dfilter, dbias] of a convolution y = conv(x (input 0), filter (input 1)) + bias (input 2)."""
+    _float_filter(g, 1)
+    d = g.dy()
+    opts = {"layout": layout, "strides": strides, "dilations": dils, "padding": int(g.opts.get("padding", SAME))}
+    out = [None] * len(g.op.inputs)
+    if g.differentiable(0):
+        out[0] = g.emit("OnertPyConvInputGrad", d, g.x(1), g.x(0), custom="OnertPyConvInputGrad", **opts)
+    if g.differentiable(1):
+        out[1] = g.emit("OnertPyConvFilterGrad", g.x(0), d, g.x(1), custom="OnertPyConvFilterGrad", **opts)
+    if g.differentiable(2):
+        out[2] = _channel_sum(g, d, rank, 2)
+    return out
+
+
+def _options_2d(o: dict) -> tuple[tuple[int, int], tuple[int, int]]:
+    return ((int(o.get("stride_h", 1)), int(o.get("stride_w", 1))),
+            (int(o.get("dilation_h_factor", 1)), int(o.get("dilation_w_factor", 1))))
+
+
+@grad_rule("CONV_2D", params=(1, 2))
+def conv_2d_grad(g: gr.GradNode):
+    return _conv_grads(g, "ohwi", *_options_2d(g.opts), 4)
+
+
+@grad_rule("DEPTHWISE_CONV_2D", params=(1, 2))
+def depthwise_conv_2d_grad(g: gr.GradNode):
+    # the multiplier comes from the shapes, as the kernel's (the depth_multiplier option is advisory)
+    return _conv_grads(g, "depthwise", *_options_2d(g.opts), 4)
+
+
+@grad_rule("CONV_3D", params=(1, 2))
+def conv_3d_grad(g: gr.GradNode):
+    o = g.opts
+    strides = tuple(int(o.get(f"stride_{a}", 1)) for a in "dhw")
+    dils = tuple(int(o.get(f"dilation_{a}_factor", 1)) for a in "dhw")
+    return _conv_grads(g, "hwio", strides, dils, 5)
+
+
+@grad_rule("TRANSPOSE_CONV", params=(1, 3))
+def transpose_conv_grad(g: gr.GradNode):
+    """y = the adjoint of the convolution of a y-shaped tensor by the filter [O, KH, KW, C] (to x's C
+    channels): dx = that convolution of dy (CONV_2D with the filter as [C, KH, KW, O]), dfilter = its
+    filter gradient with dy as the input and x as the output gradient, dbias = dy summed per channel."""
+    _float_filter(g, 1)
+    d, x = g.dy(), g.x(2)
+    strides = (int(g.opts.get("stride_h", 1)), int(g.opts.get("stride_w", 1)))
+    padding = int(g.opts.get("padding", SAME))
+    xs, ys, ws = g.shape(2), g.shape(g.op.outputs[0], tensor=True), g.shape(1)
+    if xs and ys and ws and all(k >= 0 for k in xs[1:3] + ys[1:3] + ws[1:3]):
+        want = [conv_output_size(ys[1 + k], ws[1 + k], strides[k], 1, padding) for k in (0, 1)]
+        if want != list(xs[1:3]):
+            raise g.fail(f"an input of spatial size {list(xs[1:3])} where the output's convolution gives {want} "
+                         "has no gradient")
+    out = [None] * len(g.op.inputs)
+    if g.differentiable(2):
+        # the kernel's filter must be a constant: TRANSPOSE_CONV's is, and its transpose is folded
+        w_t = g.emit("TRANSPOSE", g.x(1), g.const([3, 1, 2, 0], np.int32))
+        out[2] = g.emit("CONV_2D", d, w_t, padding=padding, stride_h=strides[0], stride_w=strides[1],
+                        dilation_h_factor=1, dilation_w_factor=1, fused_activation_function=0)
+    if g.differentiable(1):
+        out[1] = g.emit("OnertPyConvFilterGrad", d, x, g.x(1), custom="OnertPyConvFilterGrad",
+                        layout="transpose", strides=strides, dilations=(1, 1), padding=padding)
+    if g.differentiable(3):
+        out[3] = _channel_sum(g, d, 4, 3)
+    return out

@@ -23,7 +23,8 @@ from onert_py.backends.cpu._quant import (activation_range, multiply_by_quantize
                                           round_half_away32, rounding_divide_by_pot,
                                           saturating_rounding_doubling_high_mul, wrap_int16, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types, type_name
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, no_gradient, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, broadcasting
 
 
@@ -840,3 +841,134 @@ def logical_or(ctx: KernelContext) -> Run:
 shape_rule("ADD", "SUB", "MUL", "DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "MAXIMUM", "MINIMUM",
            "SQUARED_DIFFERENCE", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
            "LOGICAL_AND", "LOGICAL_OR")(broadcasting)
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+def sum_to_shape(d: np.ndarray, shape: tuple) -> np.ndarray:
+    """d summed over the axes broadcasting added (leading) or stretched (size 1 in `shape`): the
+    gradient of broadcasting a `shape` array to d's shape."""
+    lead = d.ndim - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot sum shape {list(d.shape)} to the larger rank of {list(shape)}")
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and d.shape[lead + i] != 1)
+    out = np.sum(d, axis=axes, keepdims=True) if axes else d
+    return out.reshape(shape)
+
+
+@CPU.register("OnertPySumTo", dtypes=("float32", "float16", "float64"))
+def sum_to(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: input 0 summed to the shape of input 1 (backends/gradients.sum_to)."""
+    ctx.expect_inputs(2)
+    (d_i, like_i), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        d = v[d_i]
+        target = np.shape(v[like_i])
+        v[o] = d if np.shape(d) == target else np.asarray(sum_to_shape(d, target), dtype=np.asarray(d).dtype)
+    return run
+
+
+@shape_rule("OnertPySumTo")
+def sum_to_shape_rule(n: Node):
+    return [n.shape(1)]
+
+
+@grad_rule("OnertPySumTo")
+def sum_to_grad(g: gr.GradNode):
+    # the gradient of a sum over broadcast axes is the broadcast back
+    return [g.emit("BROADCAST_TO", g.dy(), gr.shape_of(g, g.x(0))), None]
+
+
+def _broadcast_grads(g: gr.GradNode, da: int | None, db: int | None) -> list:
+    """The input gradients of a broadcasting binary op, each summed back to its input's shape."""
+    return [gr.sum_to_input(g, 0, da), gr.sum_to_input(g, 1, db)]
+
+
+@grad_rule("ADD")
+def add_grad(g: gr.GradNode):
+    d = g.dy()
+    return _broadcast_grads(g, d, d)
+
+
+@grad_rule("SUB")
+def sub_grad(g: gr.GradNode):
+    d = g.dy()
+    return _broadcast_grads(g, d, gr.neg(g, d) if g.differentiable(1) else None)
+
+
+@grad_rule("MUL")
+def mul_grad(g: gr.GradNode):
+    d = g.dy()
+    return _broadcast_grads(g, gr.mul(g, d, g.x(1)) if g.differentiable(0) else None,
+                            gr.mul(g, d, g.x(0)) if g.differentiable(1) else None)
+
+
+@grad_rule("DIV")
+def div_grad(g: gr.GradNode):
+    # y = a / b: da = d / b, db = -d * y / b
+    d = g.dy()
+    da = gr.div(g, d, g.x(1)) if g.differentiable(0) else None
+    db = gr.neg(g, gr.div(g, gr.mul(g, d, g.y()), g.x(1))) if g.differentiable(1) else None
+    return _broadcast_grads(g, da, db)
+
+
+@grad_rule("POW")
+def pow_grad(g: gr.GradNode):
+    # z = x^y: dx = d * y * x^(y - 1); dy = d * z * log(x) where x > 0, 0 elsewhere (TF's _PowGrad)
+    d = g.dy()
+    x, y = g.x(0), g.x(1)
+    dx = dy = None
+    if g.differentiable(0):
+        dx = gr.mul(g, gr.mul(g, d, y), g.emit("POW", x, gr.sub(g, y, gr.scalar(g, 1.0, y))))
+    if g.differentiable(1):
+        zero = gr.scalar(g, 0.0, x)
+        log_x = gr.where(g, g.emit("GREATER", x, zero, dtype=np.bool_), g.emit("LOG", x), zero)
+        dy = gr.mul(g, gr.mul(g, d, g.y()), log_x)
+    return _broadcast_grads(g, dx, dy)
+
+
+def _max_min_grads(g: gr.GradNode, selector: str) -> list:
+    # x takes the cotangent where selector(x, y) holds (ties included), y elsewhere (TF's
+    # _MaximumMinimumGrad: GREATER_EQUAL for MAXIMUM, LESS_EQUAL for MINIMUM)
+    d = g.dy()
+    xmask = g.emit(selector, g.x(0), g.x(1), dtype=np.bool_)
+    zero = gr.scalar(g, 0.0, d)
+    dx = gr.where(g, xmask, d, zero) if g.differentiable(0) else None
+    dy = gr.where(g, xmask, zero, d) if g.differentiable(1) else None
+    return _broadcast_grads(g, dx, dy)
+
+
+@grad_rule("MAXIMUM")
+def maximum_grad(g: gr.GradNode):
+    return _max_min_grads(g, "GREATER_EQUAL")
+
+
+@grad_rule("MINIMUM")
+def minimum_grad(g: gr.GradNode):
+    return _max_min_grads(g, "LESS_EQUAL")
+
+
+@grad_rule("SQUARED_DIFFERENCE")
+def squared_difference_grad(g: gr.GradNode):
+    # (x - y)^2: dx = 2 d (x - y), dy = -dx
+    d = g.dy()
+    x_grad = gr.mul(g, gr.mul(g, d, gr.scalar(g, 2.0, d)), gr.sub(g, g.x(0), g.x(1)))
+    return _broadcast_grads(g, x_grad, gr.neg(g, x_grad) if g.differentiable(1) else None)
+
+
+@grad_rule("FLOOR_MOD")
+def floor_mod_grad(g: gr.GradNode):
+    # x - floor(x / y) * y: dx = d, dy = -d * floor(x / y) (TF's _FloorModGrad; floor(x / y) rather
+    # than FLOOR_DIV, which refuses a zero divisor)
+    d = g.dy()
+    dy = None
+    if g.differentiable(1):
+        dy = gr.neg(g, gr.mul(g, d, g.emit("FLOOR", gr.div(g, g.x(0), g.x(1)))))
+    return _broadcast_grads(g, d, dy)
+
+
+# TF: FloorDiv returns no gradient; comparisons and logical ops are not differentiable.
+no_gradient("FLOOR_DIV", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
+            "LOGICAL_AND", "LOGICAL_OR")

@@ -12,7 +12,8 @@ from onert_py.backends.cpu._common import Scratch, activation_of, int_divide
 from onert_py.backends.cpu._quant import (multiply_by_quantized_multiplier, qparams,
                                           saturating_rounding_doubling_high_mul, wrap_int32)
 from onert_py.backends.cpu.shape import check_dtype
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, need_rank, same_shape
 
 
@@ -421,3 +422,88 @@ def local_response_normalization(ctx: KernelContext) -> Run:
 
 # Shape rules: every output has input 0's shape.
 shape_rule("L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION")(same_shape)
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+def _resize_matrix(kind: str, in_size: int, out_size: int, align: bool, half: bool) -> np.ndarray:
+    """[out, in] float32: output position i is sum_j m[i, j] * input position j along one axis, from the
+    forward's own index and weight tables (_bilinear_axis: a + (b - a) * t, i.e. weights 1 - t and t;
+    _nearest_axis: one source)."""
+    m = np.zeros((out_size, in_size), np.float32)
+    rows = np.arange(out_size)
+    if kind == "bilinear":
+        lo, hi, t = _bilinear_axis(in_size, out_size, align, half)
+        np.add.at(m, (rows, lo), np.float32(1) - t)
+        np.add.at(m, (rows, hi), t)
+    else:
+        m[rows, _nearest_axis(in_size, out_size, align, half)] = 1
+    return m
+
+
+@CPU.register("OnertPyResizeGrad", dtypes=("float32", "float16"))
+def resize_grad(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: inputs (dy, x) of a float RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR -> dx
+    (x gives the shape). Options: kind ("bilinear", "nearest"), align_corners, half_pixel_centers. The
+    forward is separable, y = Mh x Mw^T per image and channel, so dx = Mh^T dy Mw: every output's
+    gradient added to its sources with their weights."""
+    ctx.expect_inputs(2)
+    o = ctx.options
+    kind = o["kind"]
+    if kind not in ("bilinear", "nearest"):
+        raise ctx.fail(f"unknown resize kind {kind!r}")
+    align, half = bool(o.get("align_corners", False)), bool(o.get("half_pixel_centers", False))
+    (dy_i, x_i), (o_i,) = ctx.inputs, ctx.outputs
+    out_dt = ctx.output_dtype()
+    plans: dict = {}
+    v = ctx.values
+
+    def run() -> None:
+        dy, x_shape = np.asarray(v[dy_i], np.float32), np.shape(v[x_i])
+        key = (x_shape[1:3], dy.shape[1:3])
+        p = plans.get(key)
+        if p is None:
+            if len(plans) > 16:
+                plans.clear()
+            p = plans[key] = (_resize_matrix(kind, x_shape[1], dy.shape[1], align, half),
+                              _resize_matrix(kind, x_shape[2], dy.shape[2], align, half))
+        mh, mw = p
+        dx = np.einsum("ai,nabc,bj->nijc", mh, dy, mw, optimize=True)
+        v[o_i] = np.ascontiguousarray(dx, dtype=out_dt)
+    return run
+
+
+@shape_rule("OnertPyResizeGrad")
+def resize_grad_shape(n: Node):
+    return [n.shape(1)]
+
+
+def _resize_grad(kind: str):
+    def rule(g: gr.GradNode):
+        if not g.differentiable(0):
+            return [None, None]
+        o = g.opts
+        return [g.emit("OnertPyResizeGrad", g.dy(), g.x(0), custom="OnertPyResizeGrad", kind=kind,
+                       align_corners=bool(o.get("align_corners", False)),
+                       half_pixel_centers=bool(o.get("half_pixel_centers", False))), None]
+    return rule
+
+
+grad_rule("RESIZE_BILINEAR")(_resize_grad("bilinear"))
+grad_rule("RESIZE_NEAREST_NEIGHBOR")(_resize_grad("nearest"))
+
+
+@grad_rule("L2_NORMALIZATION")
+def l2_normalization_grad(g: gr.GradNode):
+    """y = x / n, n = max(|x|, 1e-6) over the last axis: dx = (dy - y * sum(dy * y)) / n where
+    |x| >= 1e-6 (the gradient flows through the norm at the tie, as TensorFlow's maximum), dy / 1e-6
+    below."""
+    if not g.differentiable(0):
+        return [None]
+    x, y, d = g.x(0), g.y(), g.dy()
+    last = g.const([-1], np.int32)
+    norm = g.emit("SQRT", g.emit("SUM", gr.square(g, x), last, keep_dims=True))
+    eps = gr.scalar(g, 1e-6, x)
+    through = g.emit("GREATER_EQUAL", norm, eps, dtype=np.bool_)
+    s = g.emit("SUM", gr.mul(g, d, y), last, keep_dims=True)
+    return [gr.div(g, gr.sub(g, d, gr.mask(g, through, gr.mul(g, y, s))), g.emit("MAXIMUM", norm, eps))]

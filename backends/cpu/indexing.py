@@ -8,7 +8,8 @@ import numpy as np
 
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input, register_value_movers
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, no_gradient, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, Shape, axis_of, fmt, is_static, same_shape, shape_from_value
 
 
@@ -267,6 +268,21 @@ def strided_slice_items(options: dict, shape, begin, end, strides) -> list[tuple
     return items
 
 
+def strided_slice_index(options: dict, shape, begin, end, strides) -> tuple:
+    """The numpy index (basic indexing) of a strided slice of an array of `shape`; IndexError for a
+    shrink index out of range."""
+    idx = []
+    for dim, item in strided_slice_items(options, shape, begin, end, strides):
+        if dim is not None and not isinstance(item, slice):   # shrink: one index of the dim
+            d = shape[dim]
+            k = item + d if item < 0 else item
+            if not 0 <= k < d:
+                raise IndexError(f"strided slice: index {item} out of range for dim {d}")
+            item = k
+        idx.append(item)
+    return tuple(idx)
+
+
 @CPU.register("STRIDED_SLICE", dtypes=FIXED_TYPES + ("string",))
 def strided_slice(ctx: KernelContext) -> Run:
     """TF strided-slice semantics built as a numpy index (basic indexing: the result is a view)."""
@@ -277,21 +293,9 @@ def strided_slice(ctx: KernelContext) -> Run:
     get_b, get_e, get_s = int_input(ctx, 1), int_input(ctx, 2), int_input(ctx, 3)
     opt = ctx.options
 
-    def index(begin, end, strides, shape):
-        idx = []
-        for dim, item in strided_slice_items(opt, shape, begin, end, strides):
-            if dim is not None and not isinstance(item, slice):   # shrink: one index of the dim
-                d = shape[dim]
-                k = item + d if item < 0 else item
-                if not 0 <= k < d:
-                    raise IndexError(f"strided slice: index {item} out of range for dim {d}")
-                item = k
-            idx.append(item)
-        return tuple(idx)
-
     def run() -> None:
         a = v[x]
-        r = a[index(get_b(), get_e(), get_s(), np.shape(a))]
+        r = a[strided_slice_index(opt, np.shape(a), get_b(), get_e(), get_s())]
         # a full index gives a numpy scalar (the executor's rank-0 form), or a bare object for strings
         v[o] = r if isinstance(r, (np.ndarray, np.generic)) else np.array(r, dtype=object)
     return run
@@ -731,3 +735,146 @@ def embedding_lookup_quantized(ctx: KernelContext) -> Run:
 # values and default / on and off values copied as integers, no parameter read) move values.
 register_value_movers({"SLICE": slice_, "STRIDED_SLICE": strided_slice, "GATHER": gather, "GATHER_ND": gather_nd})
 register_value_movers({"SPARSE_TO_DENSE": sparse_to_dense, "ONE_HOT": one_hot}, types=("int8", "uint8"))
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+def _shape_of(g: gr.GradNode, t: int, dtype=np.int32) -> int:
+    """SHAPE(t) as an int32 (or int64) vector."""
+    dtype = np.dtype(dtype)
+    return g.emit("SHAPE", t, dtype=dtype, out_type=2 if dtype == np.int32 else 4)
+
+
+@grad_rule("SLICE")
+def slice_grad(g: gr.GradNode):
+    # dy padded with zeros back to the input's shape: before = begin, after = input - begin - size
+    d = g.dy()
+    begin, s, so = g.const_input(1), g.shape(0), g.shape(g.op.outputs[0], tensor=True)
+    if begin is not None and s is not None and so is not None and all(k >= 0 for k in s + so):
+        b = np.ravel(begin).astype(np.int64)
+        paddings = g.const(np.stack([b, np.asarray(s, np.int64) - b - np.asarray(so, np.int64)], axis=1), np.int32)
+    else:
+        b = g.x(1)
+        if g.in_dtype(1) != np.int32:
+            b = g.emit("CAST", b, dtype=np.int32)
+        after = gr.sub(g, gr.sub(g, _shape_of(g, g.x(0)), b), _shape_of(g, d))
+        paddings = g.emit("PACK", b, after, dtype=np.int32, axis=1, values_count=2)
+    return [g.emit("PAD", d, paddings), None, None]
+
+
+@CPU.register("OnertPyStridedSliceGrad", dtypes=("float32", "float16", "float64"))
+def strided_slice_grad_kernel(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: zeros of the shape of input 1 with input 0 written where STRIDED_SLICE
+    (the same options; begin, end and strides are inputs 2-4) took its values."""
+    ctx.expect_inputs(5)
+    d_i, x_i = ctx.inputs[:2]
+    (o,) = ctx.outputs
+    v = ctx.values
+    get_b, get_e, get_s = int_input(ctx, 2), int_input(ctx, 3), int_input(ctx, 4)
+    opt, dt = ctx.options, ctx.output_dtype()
+
+    def run() -> None:
+        shape = np.shape(v[x_i])
+        out = np.zeros(shape, dt)
+        out[strided_slice_index(opt, shape, get_b(), get_e(), get_s())] = v[d_i]
+        v[o] = out
+    return run
+
+
+@shape_rule("OnertPyStridedSliceGrad")
+def strided_slice_grad_shape(n: Node):
+    return [n.shape(1)]
+
+
+@grad_rule("OnertPyStridedSliceGrad")
+def strided_slice_grad_grad(g: gr.GradNode):
+    return [g.emit("STRIDED_SLICE", g.dy(), g.x(2), g.x(3), g.x(4), **g.opts), None, None, None, None]
+
+
+@grad_rule("STRIDED_SLICE")
+def strided_slice_grad(g: gr.GradNode):
+    # the slice's positions are distinct (basic indexing): dy written into zeros of the input's shape
+    dx = g.emit("OnertPyStridedSliceGrad", g.dy(), g.x(0), g.x(1), g.x(2), g.x(3),
+                custom="OnertPyStridedSliceGrad", **g.opts)
+    return [dx, None, None, None]
+
+
+@CPU.register("OnertPyGatherGrad", dtypes=("float32", "float16", "float64"))
+def gather_grad_kernel(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: zeros of the shape of input 2, with input 0 added at the positions
+    GATHER (options axis, batch_dims) took with the indices of input 1 (repeated indices add up)."""
+    ctx.expect_inputs(3)
+    d_i, p_i, x_i = ctx.inputs
+    (o,) = ctx.outputs
+    v = ctx.values
+    axis0, bd0 = int(ctx.options.get("axis", 0)), int(ctx.options.get("batch_dims", 0))
+    dt = ctx.output_dtype()
+
+    def run() -> None:
+        d, idx, shape = np.asarray(v[d_i]), np.asarray(v[p_i]), np.shape(v[x_i])
+        axis = axis0 + len(shape) if axis0 < 0 else axis0
+        bd = bd0 + idx.ndim if bd0 < 0 else bd0
+        _check_indices(idx, shape[axis], "gather index")
+        out = np.zeros(shape, dt)
+        if bd == 0:
+            np.add.at(out, (slice(None),) * axis + (idx,), d)
+        else:
+            for b in np.ndindex(*shape[:bd]):
+                np.add.at(out[b], (slice(None),) * (axis - bd) + (idx[b],), d[b])
+        v[o] = out
+    return run
+
+
+@shape_rule("OnertPyGatherGrad")
+def gather_grad_shape(n: Node):
+    return [n.shape(2)]
+
+
+@grad_rule("OnertPyGatherGrad")
+def gather_grad_grad(g: gr.GradNode):
+    return [g.emit("GATHER", g.dy(), g.x(1), axis=int(g.opts.get("axis", 0)),
+                   batch_dims=int(g.opts.get("batch_dims", 0))), None, None]
+
+
+@grad_rule("GATHER")
+def gather_grad(g: gr.GradNode):
+    # TensorFlow's IndexedSlices, made dense: dy added into zeros at the gathered positions
+    dx = g.emit("OnertPyGatherGrad", g.dy(), g.x(1), g.x(0), custom="OnertPyGatherGrad",
+                axis=int(g.opts.get("axis", 0)), batch_dims=int(g.opts.get("batch_dims", 0)))
+    return [dx, None]
+
+
+@grad_rule("EMBEDDING_LOOKUP", params=(1,))
+def embedding_lookup_grad(g: gr.GradNode):
+    if not g.differentiable(1):          # a quantized table (hybrid lookup)
+        return [None, None]
+    return [None, g.emit("OnertPyGatherGrad", g.dy(), g.x(0), g.x(1), custom="OnertPyGatherGrad",
+                         axis=0, batch_dims=0)]
+
+
+@grad_rule("GATHER_ND")
+def gather_nd_grad(g: gr.GradNode):
+    # dy scattered (adding up repeated indices) into zeros of the input's shape
+    d = g.dy()
+    shape = _shape_of(g, g.x(0), g.in_dtype(1))
+    return [g.emit("SCATTER_ND", g.x(1), d, shape, dtype=g.b_dtype(d)), None]
+
+
+@grad_rule("SCATTER_ND")
+def scatter_nd_grad(g: gr.GradNode):
+    return [None, g.emit("GATHER_ND", g.dy(), g.x(0)) if g.differentiable(1) else None, None]
+
+
+@grad_rule("CUMSUM")
+def cumsum_grad(g: gr.GradNode):
+    # each input adds to the outputs after it (before it, reversed): the cumulative sum the other way
+    return [g.emit("CUMSUM", g.dy(), g.x(1), exclusive=bool(g.opts.get("exclusive", False)),
+                   reverse=not bool(g.opts.get("reverse", False))), None]
+
+
+@grad_rule("SEGMENT_SUM")
+def segment_sum_grad(g: gr.GradNode):
+    return [g.emit("GATHER", g.dy(), g.x(1), axis=0, batch_dims=0), None]
+
+
+no_gradient("ONE_HOT", "WHERE", "UNIQUE", "BUCKETIZE")

@@ -13,7 +13,8 @@ from onert_py.backends.cpu._quant import (is_hybrid, activation_range, hybrid_qu
                                           multiply_by_quantized_multiplier_wrapping, qparams, quantize_multiplier,
                                           quantize_multipliers, wrap_int32)
 from onert_py.backends.cpu.shape import check_same_types
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
 
 _F32 = np.dtype(np.float32)
@@ -763,3 +764,62 @@ def batch_matmul_shape(n: Node):
     if ka >= 0 and kb >= 0 and ka != kb:
         raise n.fail(f"contraction dims differ: {ka} vs {kb}")
     return [broadcast(n, a[:-2], b[:-2]) + (m, cols)]
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+@grad_rule("FULLY_CONNECTED", params=(1, 2))
+def fully_connected_grad(g: gr.GradNode):
+    """y = x2 @ W.T + b over the rows x2 of x ([M, K], W [N, K]): dx = dy2 @ W, dW = dy2.T @ x2,
+    db = the sum of dy2's rows (dy2: dy as [M, N])."""
+    if g.opts.get("weights_format", 0):
+        raise g.fail("shuffled weights have no gradient")
+    w = g.x(1)
+    units = g.emit("SLICE", g.emit("SHAPE", w, dtype=np.int32), g.const([0], np.int32),
+                   g.const([1], np.int32), dtype=np.int32)
+    depth = g.emit("SLICE", g.emit("SHAPE", w, dtype=np.int32), g.const([1], np.int32),
+                   g.const([1], np.int32), dtype=np.int32)
+    minus_one = g.const([-1], np.int32)
+    dy2 = g.emit("RESHAPE", g.dy(), g.emit("CONCATENATION", minus_one, units, dtype=np.int32, axis=0))
+    out = [None, None, None]
+    if g.differentiable(0):
+        dx2 = g.emit("BATCH_MATMUL", dy2, w, adj_x=False, adj_y=False)
+        out[0] = gr.reshape_like(g, dx2, g.x(0))
+    if g.differentiable(1):
+        x2 = g.emit("RESHAPE", g.x(0), g.emit("CONCATENATION", minus_one, depth, dtype=np.int32, axis=0))
+        out[1] = g.emit("BATCH_MATMUL", dy2, x2, adj_x=True, adj_y=False)
+    if g.has(2) and g.differentiable(2):
+        out[2] = g.emit("SUM", dy2, g.const([0], np.int32), keep_dims=False)
+    return out
+
+
+@grad_rule("BATCH_MATMUL")
+def batch_matmul_grad(g: gr.GradNode):
+    """z = op(a) @ op(b), op the transpose of the last two dims where adj_x / adj_y is set (TensorFlow's
+    BatchMatMulV2 gradient): with no adjoints da = dz @ b^T, db = a^T @ dz; adj_y: da = dz @ b,
+    db = dz^T @ a; adj_x: da = b @ dz^T, db = a @ dz; both: da = b^T @ dz^T, db = dz^T @ a^T. Each is
+    summed over the batch dims its operand was broadcast along."""
+    o = g.opts
+    adj_x = bool(o.get("adj_x", o.get("adjoint_lhs", False)))
+    adj_y = bool(o.get("adj_y", o.get("adjoint_rhs", False)))
+    for i in (0, 1):
+        if g.differentiable(1 - i) and not g.differentiable(i) and g.in_dtype(i).kind in "iu":
+            raise g.fail("a hybrid BATCH_MATMUL (quantized operand) has no gradient")
+    a, b, d = g.x(0), g.x(1), g.dy()
+
+    def mm(p, q, ap, aq):
+        return g.emit("BATCH_MATMUL", p, q, adj_x=ap, adj_y=aq)
+    # per (adj_x, adj_y): the operands and adjoints of da's and db's products
+    da_args = {(False, False): (d, b, False, True), (False, True): (d, b, False, False),
+               (True, False): (b, d, False, True), (True, True): (b, d, True, True)}[adj_x, adj_y]
+    db_args = {(False, False): (a, d, True, False), (False, True): (d, a, True, False),
+               (True, False): (a, d, False, False), (True, True): (d, a, True, True)}[adj_x, adj_y]
+    da = mm(*da_args) if g.differentiable(0) else None
+    db = mm(*db_args) if g.differentiable(1) else None
+    out = []
+    for i, grad in ((0, da), (1, db)):
+        si, so = g.shape(i), g.shape(g.op.outputs[0], tensor=True)
+        same = (si is not None and so is not None and len(si) == len(so) and si[:-2] == so[:-2]
+                and all(k >= 0 for k in si[:-2]))
+        out.append(grad if grad is None or same else gr.sum_to(g, grad, g.x(i)))
+    return out

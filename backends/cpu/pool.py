@@ -15,10 +15,12 @@ import numpy as np
 
 from onert_py.backends.cpu._common import NONE, activation_of, int_divide
 from onert_py.backends.cpu._quant import qparams
-from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code
+from onert_py.backends.cpu.conv import (conv_output_size, conv_padding, pad_spatial, padding_code, window_scatter,
+                                        window_view)
 from onert_py.backends.cpu.elementwise import q_activation_range
 from onert_py.backends.cpu.shape import check_dtype
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, need_rank
 
 _F32 = np.dtype(np.float32)
@@ -300,3 +302,71 @@ def max_pool_2d_quantized(ctx: KernelContext) -> Run:
 @CPU.register("L2_POOL_2D", dtypes=("float32",))
 def l2_pool_2d(ctx: KernelContext) -> Run:
     return _pool(ctx, "l2")
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+@CPU.register("OnertPyPool2DGrad", dtypes=("float32", "float16"))
+def pool_2d_grad(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: inputs (x, y, dy) of a pool -> dx. Options: kind ("avg", "max", "l2") and
+    the pool's filter_height/width, stride_h/w, padding. Over the forward's windows (conv_padding,
+    window_view; the in-bounds counts of _plan): avg spreads dy / count over each window's in-bounds
+    cells; l2 (y = sqrt(mean(x^2))) gives x * dy / (count * y), 0 where y is 0; max gives dy to the
+    window's maximum, the first in row-major order at ties (TensorFlow's MaxPoolGrad). The window
+    taps are summed back into x's cells (window_scatter)."""
+    ctx.expect_inputs(3)
+    o = ctx.options
+    kind = o["kind"]
+    if kind not in ("avg", "max", "l2"):
+        raise ctx.fail(f"unknown pool kind {kind!r}")
+    kh, kw = int(o.get("filter_height", 1)), int(o.get("filter_width", 1))
+    sh, sw = int(o.get("stride_h", 1)), int(o.get("stride_w", 1))
+    padding = padding_code(ctx)
+    (x_i, y_i, dy_i), (o_i,) = ctx.inputs, ctx.outputs
+    out_dt = ctx.output_dtype()
+    v = ctx.values
+
+    def run() -> None:
+        x, dy = np.asarray(v[x_i], _F32), np.asarray(v[dy_i], _F32)
+        n, h, w, c = x.shape
+        oh, ow, _, _, _, count = _plan(x.shape, kh, kw, sh, sw, padding, kind)
+        pads = (conv_padding(h, kh, sh, 1, padding, oh), conv_padding(w, kw, sw, 1, padding, ow))
+        taps = (n, oh, ow, kh, kw, c)
+        if kind == "max":
+            win = window_view(pad_spatial(x, pads, -np.inf), (kh, kw), (sh, sw), (1, 1), (oh, ow))
+            first = np.argmax(win.reshape(n, oh, ow, kh * kw, c), axis=3) if x.size else np.zeros((n, oh, ow, c), int)
+            hit = np.arange(kh * kw)[:, None] == first[:, :, :, None, :]
+            cols = np.where(hit, dy[:, :, :, None, :], np.float32(0)).reshape(taps)
+        else:
+            share = dy / count
+            if kind == "l2":
+                y = np.asarray(v[y_i], _F32)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    share = np.where(y > 0, share / y, np.float32(0))
+            cols = np.broadcast_to(share[:, :, :, None, None, :], taps)
+        dx = window_scatter(cols, x.shape, (kh, kw), (sh, sw), (1, 1), pads)
+        if kind == "l2":
+            dx *= x
+        v[o_i] = dx.astype(out_dt, copy=False)
+    return run
+
+
+@shape_rule("OnertPyPool2DGrad")
+def pool_2d_grad_shape(n: Node):
+    return [n.shape(0)]
+
+
+def _pool_grad(kind: str):
+    def rule(g: gr.GradNode):
+        if not g.differentiable(0):
+            return [None]
+        o = g.opts
+        return [g.emit("OnertPyPool2DGrad", g.x(0), g.y(), g.dy(), custom="OnertPyPool2DGrad", kind=kind,
+                       filter_height=o.get("filter_height", 1), filter_width=o.get("filter_width", 1),
+                       stride_h=o.get("stride_h", 1), stride_w=o.get("stride_w", 1), padding=o.get("padding", 0))]
+    return rule
+
+
+grad_rule("AVERAGE_POOL_2D")(_pool_grad("avg"))
+grad_rule("MAX_POOL_2D")(_pool_grad("max"))
+grad_rule("L2_POOL_2D")(_pool_grad("l2"))

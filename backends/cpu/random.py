@@ -21,7 +21,7 @@ import numpy as np
 
 from onert_py.backends.cpu.shape import int_input
 from onert_py.backends.cpu.stablehlo import _philox4x32
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.registry import CPU, KernelContext, Run, no_gradient, shape_rule
 from onert_py.backends.shape_rules import Node, shape_from_value
 
 _M32, _M128 = (1 << 32) - 1, (1 << 128) - 1
@@ -162,3 +162,7 @@ def multinomial(ctx: KernelContext) -> Run:
 def multinomial_shape(n: Node):
     s, k = n.shape(0), n.scalar(1)
     return [None if s is None or len(s) != 2 else (s[0], k if k is not None else -1)]
+
+
+# random numbers carry no gradient to their shape or seed inputs (TensorFlow's too)
+no_gradient("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL")

@@ -19,7 +19,8 @@ from onert_py.backends.cpu._quant import (same_type_qparams,
     to_int32_x86,
     wrap_int32,
 )
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, no_gradient, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, axis_of, unknown_like
 
 _INT_AND_FLOAT = ("float32", "int32", "int64")
@@ -680,3 +681,94 @@ def topk_shape(n: Node):
         raise n.fail(f"k={k} is larger than the last dim")
     out = s[:-1] + (k if k is not None else -1,)
     return [out, out]
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+def _grad_axes(g: gr.GradNode) -> tuple[int, ...]:
+    """The reduced axes of the forward op (sorted, unique, non-negative): its axis input must be a
+    constant and its input's rank known."""
+    axes, s = g.const_input(1), g.shape(0)
+    if axes is None or s is None:
+        raise g.fail("the gradient of a reduction needs constant axes and an input of known rank")
+    return _normalise_axes(axes, len(s))
+
+
+def _kept(g: gr.GradNode, t: int) -> int:
+    """Tensor t shaped as the reduction's output, in the keep_dims shape (reduced axes of size 1)."""
+    if g.opts.get("keep_dims", False):
+        return t
+    for a in _grad_axes(g):          # ascending: each axis goes where it was in the input
+        t = g.emit("EXPAND_DIMS", t, g.const(a, np.int32))
+    return t
+
+
+def _unreduce(g: gr.GradNode, d: int) -> int:
+    """The output cotangent d broadcast back over the reduced axes, to the input's shape."""
+    return g.emit("BROADCAST_TO", _kept(g, d), g.emit("SHAPE", g.x(0), dtype=np.int32, out_type=2))
+
+
+@grad_rule("SUM")
+def sum_grad(g: gr.GradNode):
+    return [_unreduce(g, g.dy()), None]
+
+
+@grad_rule("MEAN")
+def mean_grad(g: gr.GradNode):
+    # the sum's gradient divided by the number of values each output averages
+    axes, s = _grad_axes(g), g.shape(0)
+    dx = _unreduce(g, g.dy())
+    if not axes:
+        return [dx, None]
+    if all(s[a] >= 0 for a in axes):
+        count = gr.scalar(g, float(math.prod(s[a] for a in axes)), dx)
+    else:
+        dims = g.emit("GATHER", g.emit("SHAPE", g.x(0), dtype=np.int32, out_type=2),
+                      g.const(list(axes), np.int32), axis=0, batch_dims=0)
+        n = g.emit("REDUCE_PROD", dims, g.const([0], np.int32), keep_dims=False)
+        count = g.emit("CAST", n, dtype=g.b_dtype(dx))
+    return [gr.div(g, dx, count), None]
+
+
+@grad_rule("REDUCE_PROD")
+def reduce_prod_grad(g: gr.GradNode):
+    # d prod / d x_i = the product of the slice's other values, computed without dividing by zero:
+    # with no zero in the slice prod / x_i, with one zero the product of the nonzero values at the
+    # zero (0 elsewhere), with more zeros 0 (TensorFlow gets the same with exclusive cumprods)
+    x = g.x(0)
+    axes = g.const(list(_grad_axes(g)), np.int32)
+    zero, one = gr.scalar(g, 0.0, x), gr.scalar(g, 1.0, x)
+    is_zero = g.emit("EQUAL", x, zero, dtype=np.bool_)
+    x1 = g.emit("SELECT_V2", is_zero, one, x, dtype=g.b_dtype(x))
+    p1 = g.emit("REDUCE_PROD", x1, axes, keep_dims=True)           # product of the nonzero values
+    zeros = g.emit("SUM", g.emit("CAST", is_zero, dtype=g.b_dtype(x)), axes, keep_dims=True)
+    no_zero = g.emit("EQUAL", zeros, zero, dtype=np.bool_)
+    one_zero = g.emit("EQUAL", zeros, one, dtype=np.bool_)
+    at_nonzero = gr.mask(g, no_zero, gr.div(g, p1, x1))
+    at_zero = gr.mask(g, one_zero, p1)
+    others = g.emit("SELECT_V2", is_zero, at_zero, at_nonzero, dtype=g.b_dtype(x))
+    return [gr.mul(g, _kept(g, g.dy()), others), None]
+
+
+@grad_rule("REDUCE_MAX", "REDUCE_MIN")
+def reduce_extremum_grad(g: gr.GradNode):
+    # TensorFlow's rule: the cotangent is shared equally by the values equal to the extremum
+    x = g.x(0)
+    hit = g.emit("CAST", g.emit("EQUAL", x, _kept(g, g.y()), dtype=np.bool_), dtype=g.b_dtype(x))
+    count = g.emit("SUM", hit, g.const(list(_grad_axes(g)), np.int32), keep_dims=True)
+    return [gr.mul(g, gr.div(g, hit, count), _kept(g, g.dy())), None]
+
+
+@grad_rule("TOPK_V2")
+def topk_grad(g: gr.GradNode):
+    # the values' cotangent goes back to the positions they were taken from (a batched gather's)
+    s = g.shape(0)
+    if s is None:
+        raise g.fail("the gradient of TOPK_V2 needs an input of known rank")
+    r = len(s)
+    dx = g.emit("OnertPyGatherGrad", g.dy(0), g.y(1), g.x(0), custom="OnertPyGatherGrad",
+                axis=r - 1, batch_dims=r - 1)
+    return [dx, None]
+
+
+no_gradient("ARG_MAX", "ARG_MIN", "REDUCE_ANY", "REDUCE_ALL")

@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from onert_py.backends.cpu._quant import qparams
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, axis_of, broadcast, is_static, scalar_output, shape_from_value
 
 ALL_TYPES = ("float32", "float16", "float64", "int32", "int64", "int8", "uint8", "int16", "uint16",
@@ -492,3 +493,31 @@ def range_value(n: Node, v: list):
 register_value_movers({"RESHAPE": reshape, "SQUEEZE": squeeze, "EXPAND_DIMS": equal_parameters(expand_dims),
                        "SHAPE": shape,
                        "RANK": rank, "BROADCAST_TO": broadcast_to})
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+@grad_rule("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
+def reshape_grad(g: gr.GradNode):
+    # the values are the same ones in another shape: the cotangent goes back to the input's shape
+    return [gr.reshape_like(g, g.dy(), g.x(0))]
+
+
+@grad_rule("BROADCAST_TO")
+def broadcast_to_grad(g: gr.GradNode):
+    return [gr.sum_to(g, g.dy(), g.x(0)), None]
+
+
+@grad_rule("FILL")
+def fill_grad(g: gr.GradNode):
+    # every output is the value: it gets the sum of their cotangents (the dims get none)
+    if not g.differentiable(1):
+        return [None, None]
+    flat = g.emit("RESHAPE", g.dy(), g.const([-1], np.int32))
+    total = g.emit("SUM", flat, g.const([0], np.int32), keep_dims=False)
+    return [None, total if g.shape(1) == () else gr.reshape_like(g, total, g.x(1))]
+
+
+from onert_py.backends.registry import no_gradient
+
+no_gradient("SHAPE", "RANK", "RANGE", "BROADCAST_ARGS")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu.shape import check_dtype, check_same_types
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.cpu.elementwise import add_grad, maximum_grad, minimum_grad, mul_grad
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, Shape, broadcasting, same_shape
 
 _INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -479,3 +480,10 @@ shape_rule("STABLEHLO_SCATTER")(same_shape)
 # Shape rules: the inputs' broadcast shape.
 shape_rule("STABLEHLO_ADD", "STABLEHLO_MULTIPLY", "STABLEHLO_MAXIMUM", "STABLEHLO_MINIMUM",
            "STABLEHLO_AND", "STABLEHLO_SHIFT_LEFT")(broadcasting)
+
+
+# StableHLO's elementwise ops have the builtin ones' gradients (same shapes, no broadcasting)
+grad_rule("STABLEHLO_ADD")(add_grad)
+grad_rule("STABLEHLO_MULTIPLY")(mul_grad)
+grad_rule("STABLEHLO_MAXIMUM")(maximum_grad)
+grad_rule("STABLEHLO_MINIMUM")(minimum_grad)

@@ -170,3 +170,69 @@ def hashtable_size(ctx: KernelContext) -> Run:
 
 # Like HASHTABLE's handle, the size is written in the output's declared shape (LiteRT resizes it to [1]).
 shape_rule("HASHTABLE_SIZE")(declared_output_shape)
+
+
+# ------------------------------------------------------------------------------------ stacks
+# onert-py's accumulators for gradients through WHILE (compiler/gradients.py, controlflow's WHILE rule):
+# a stack is a persistent linked list held in a 0-d object (VARIANT) tensor, so a push makes a new stack
+# in O(1) and shares the old one: no value is ever copied or written in place, and the bytes a loop keeps
+# grow linearly with its iterations.
+
+def _stack(value) -> np.ndarray:
+    out = np.empty((), dtype=object)
+    out[()] = value
+    return out
+
+
+@CPU.register("OnertPyStackNew", dtypes=("variant",), foldable=False)
+def stack_new(ctx: KernelContext) -> Run:
+    """An empty stack."""
+    (o,), v = ctx.outputs, ctx.values
+
+    def run() -> None:
+        v[o] = _stack(None)
+    return run
+
+
+@CPU.register("OnertPyStackPush", dtypes=("variant",), keeps_inputs=True)   # the value escapes into the stack
+def stack_push(ctx: KernelContext) -> Run:
+    """(stack, value) -> the stack with value on top."""
+    ctx.expect_inputs(2)
+    (s_i, x_i), (o,), v = ctx.inputs, ctx.outputs, ctx.values
+    pushed = ctx.runtime.profile.accumulator_bytes
+    key = (ctx.subgraph.index, ctx.op.index)
+
+    def run() -> None:
+        x = v[x_i]
+        pushed[key] += np.asarray(x).nbytes       # always counted, as control flow's copied bytes
+        v[o] = _stack((x, np.asarray(v[s_i]).reshape(())[()]))
+    return run
+
+
+@CPU.register("OnertPyStackPop", dtypes=("variant",))
+def stack_pop(ctx: KernelContext) -> Run:
+    """stack -> (its top value, the stack below it)."""
+    ctx.expect_inputs(1)
+    (s_i,), (o, rest), v = ctx.inputs, ctx.outputs, ctx.values
+    where = ctx.where
+
+    def run() -> None:
+        cell = np.asarray(v[s_i]).reshape(())[()]
+        if cell is None:
+            raise ExecutionError(f"{where}: pop from an empty stack")
+        v[o], below = cell
+        v[rest] = _stack(below)
+    return run
+
+
+@shape_rule("OnertPyStackNew", "OnertPyStackPush")
+def stack_shape(n: Node) -> list[Shape | None]:
+    return [()]
+
+
+@shape_rule("OnertPyStackPop")
+def stack_pop_shape(n: Node) -> list[Shape | None]:
+    # a popped value has the shape its pusher declared for it, kept on the output tensor
+    t = n.sg.tensors[n.op.outputs[0]]
+    shape = None if not t.has_rank else tuple(t.shape_signature if t.shape_signature is not None else t.shape)
+    return [shape, ()]

@@ -21,7 +21,8 @@ from onert_py.backends.cpu._quant import (same_type_qparams,
     wrap_int32,
 )
 from onert_py.backends.cpu.shape import check_dtype, check_same_types
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule, value_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, no_gradient, shape_rule, value_rule
 from onert_py.backends.shape_rules import Node, broadcasting, same_shape
 
 _FLOATS = ("float32", "float16")
@@ -662,3 +663,119 @@ shape_rule("ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "SIN", "COS", 
 
 # Shape rules: the inputs' broadcast shape.
 shape_rule("BITWISE_XOR", "RIGHT_SHIFT", "ATAN2", "SELECT_V2")(broadcasting)
+
+
+# ----------------------------------------------------------------------------------- gradients
+# TensorFlow's definitions (math_grad.py, array_grad.py): LOG, SQRT and RSQRT at 0 give inf as TF's do.
+
+@grad_rule("EXP")
+def exp_grad(g: gr.GradNode):
+    return [gr.mul(g, g.dy(), g.y())]
+
+
+@grad_rule("LOG")
+def log_grad(g: gr.GradNode):
+    return [gr.div(g, g.dy(), g.x(0))]
+
+
+@grad_rule("SQRT")
+def sqrt_grad(g: gr.GradNode):
+    # TF's SqrtGrad: dy * 0.5 / y
+    y = g.y()
+    return [gr.div(g, gr.mul(g, g.dy(), gr.scalar(g, 0.5, y)), y)]
+
+
+@grad_rule("RSQRT")
+def rsqrt_grad(g: gr.GradNode):
+    # TF's RsqrtGrad: dy * -0.5 * y^3
+    # (multiplied left to right, so that y = inf at x = 0 gives the largest magnitude, not half of it)
+    y = g.y()
+    t = gr.mul(g, g.dy(), gr.scalar(g, -0.5, y))
+    return [gr.mul(g, gr.mul(g, gr.mul(g, t, y), y), y)]
+
+
+@grad_rule("SQUARE")
+def square_grad(g: gr.GradNode):
+    x = g.x(0)
+    return [gr.mul(g, g.dy(), gr.mul(g, x, gr.scalar(g, 2.0, x)))]
+
+
+@grad_rule("ABS")
+def abs_grad(g: gr.GradNode):
+    # dy * sign(x): 0 at x = 0
+    return [gr.mul(g, g.dy(), g.emit("SIGN", g.x(0)))] if g.differentiable(0) else [None]
+
+
+@grad_rule("NEG")
+def neg_grad(g: gr.GradNode):
+    return [gr.neg(g, g.dy())] if g.differentiable(0) else [None]
+
+
+@grad_rule("SIN")
+def sin_grad(g: gr.GradNode):
+    return [gr.mul(g, g.dy(), g.emit("COS", g.x(0)))]
+
+
+@grad_rule("COS")
+def cos_grad(g: gr.GradNode):
+    return [gr.neg(g, gr.mul(g, g.dy(), g.emit("SIN", g.x(0))))]
+
+
+@grad_rule("SIGN")
+def sign_grad(g: gr.GradNode):
+    # TF's _SignGrad returns zeros (FLOOR, CEIL and ROUND return none)
+    return [gr.zeros_like(g, g.x(0))] if g.differentiable(0) else [None]
+
+
+@grad_rule("CAST")
+def cast_grad(g: gr.GradNode):
+    # float -> float passes the gradient back in the source type; to or from an integer: none
+    if not g.differentiable(0) or g.out_dtype().kind != "f":
+        return [None]
+    d = g.dy()
+    src = g.in_dtype(0)
+    return [d if g.b_dtype(d) == src else g.emit("CAST", d, dtype=src)]
+
+
+@grad_rule("ADD_N")
+def add_n_grad(g: gr.GradNode):
+    d = g.dy()
+    return [d if g.differentiable(i) else None for i in range(len(g.op.inputs))]
+
+
+@grad_rule("ATAN2")
+def atan2_grad(g: gr.GradNode):
+    # z = atan2(y, x): dy = d * x / (x^2 + y^2), dx = -d * y / (x^2 + y^2)
+    y, x = g.x(0), g.x(1)
+    inv = gr.div(g, g.dy(), gr.add(g, gr.square(g, x), gr.square(g, y)))
+    return [gr.sum_to_input(g, 0, gr.mul(g, inv, x) if g.differentiable(0) else None),
+            gr.sum_to_input(g, 1, gr.neg(g, gr.mul(g, inv, y)) if g.differentiable(1) else None)]
+
+
+@grad_rule("SELECT")
+def select_grad(g: gr.GradNode):
+    # SELECT (v1): x and y have the output's shape, the condition may pick whole rows; SELECT itself
+    # takes the same condition, so the masks are SELECTs of the cotangent and zeros
+    d = g.dy()
+    zeros = gr.zeros_like(g, d)
+    c = g.x(0)
+    return [None,
+            g.emit("SELECT", c, d, zeros, dtype=g.b_dtype(d)) if g.differentiable(1) else None,
+            g.emit("SELECT", c, zeros, d, dtype=g.b_dtype(d)) if g.differentiable(2) else None]
+
+
+@grad_rule("SELECT_V2")
+def select_v2_grad(g: gr.GradNode):
+    # the condition takes none; x and y get the cotangent where they were picked, summed back over the
+    # axes broadcasting stretched
+    d = g.dy()
+    c = g.x(0)
+    zero = gr.scalar(g, 0.0, d)
+    dx = gr.where(g, c, d, zero) if g.differentiable(1) else None
+    dy = gr.where(g, c, zero, d) if g.differentiable(2) else None
+    return [None, gr.sum_to_input(g, 1, dx), gr.sum_to_input(g, 2, dy)]
+
+
+# TF: Floor, Ceil, Round return no gradient; LogicalNot, ZerosLike, Bitcast are not differentiable;
+# the bitwise ops are integer-only.
+no_gradient("FLOOR", "CEIL", "ROUND", "LOGICAL_NOT", "ZEROS_LIKE", "BITCAST", "BITWISE_XOR", "RIGHT_SHIFT")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from onert_py.backends import gradients as gr
+
 from onert_py.backends.cpu._quant import (multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
                                           qparams, quantize_multiplier)
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, no_gradient, shape_rule
 from onert_py.backends.shape_rules import same_shape
 
 # DimensionType of the schema's DimensionMetadata.
@@ -289,3 +291,16 @@ CPU.register_quantized("DEQUANTIZE", dtypes=("int8", "uint8", "int16", "int4"))(
 
 # Shape rules: every output has input 0's shape.
 shape_rule("DEQUANTIZE", "QUANTIZE", "DENSIFY")(same_shape)
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+@grad_rule("DEQUANTIZE")
+def dequantize_grad(g: gr.GradNode):
+    # float16 weights widened to float32: the gradient goes back narrowed; an integer input takes none
+    if g.in_dtype(0) != np.float16:
+        return [None]
+    return [g.emit("CAST", g.dy(), dtype=np.float16)]
+
+
+no_gradient("QUANTIZE")      # integer results

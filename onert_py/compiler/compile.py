@@ -31,12 +31,15 @@ def quantized_type(op: Operation, sg: Subgraph) -> str | None:
 
 def assign_backend(op: Operation, backends: tuple[str, ...] = ("cpu",),
                    qtype: str | None = None) -> Backend | None:
-    """Controlflow ops go to the controlflow backend, custom ops to the custom registry, the rest
-    to the first compute backend that has a kernel (for a quantized op, a quantized kernel running its
-    type `qtype`)."""
+    """Controlflow ops go to the controlflow backend, custom ops to the custom registry (or to a
+    compute backend with a kernel of that name: onert-py's own custom ops, e.g. the gradient ops), the
+    rest to the first compute backend that has a kernel (for a quantized op, a quantized kernel running
+    its type `qtype`)."""
     load_builtin_kernels()
     if op.is_custom:
-        return CUSTOM if op.custom_name in CUSTOM.kernels else None
+        if op.custom_name in CUSTOM.kernels:
+            return CUSTOM
+        return next((_BACKENDS[name] for name in backends if _BACKENDS[name].supports(op.custom_name)), None)
     if CONTROLFLOW.supports(op.opcode):
         return CONTROLFLOW
     for name in backends:

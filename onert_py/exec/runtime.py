@@ -28,6 +28,8 @@ class Profile:
     op_calls: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
     bytes_copied: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
     iterations: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
+    # bytes pushed on accumulators (the per-iteration values a WHILE's gradient keeps), per pushing op
+    accumulator_bytes: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
     trace: list[tuple[str, int, int, float, float]] | None = None  # (name, subgraph, op, start, dur)
 
     def reset(self) -> None:
@@ -35,11 +37,15 @@ class Profile:
         self.op_calls.clear()
         self.bytes_copied.clear()
         self.iterations.clear()
+        self.accumulator_bytes.clear()
         if self.trace is not None:
             self.trace.clear()
 
     def total_bytes_copied(self) -> int:
         return sum(self.bytes_copied.values())
+
+    def total_accumulator_bytes(self) -> int:
+        return sum(self.accumulator_bytes.values())
 
 
 class RuntimeState:

@@ -18,7 +18,7 @@ from onert_py.errors import LoadError
 from onert_py.ir import DTYPE_BY_TYPE_NAME, Model, Operation, Quantization, Signature, Subgraph, Tensor
 from onert_py.schema.formats import binding_class, detect_format
 from onert_py.schema.opcodes import OPTIONS2_TYPES, OPTIONS_TYPES, op_name
-from onert_py.schema.options import decode_table
+from onert_py.schema.options import decode_onert_py_options, decode_table
 
 _MMAP_THRESHOLD = 1 << 20
 _TYPE_NAMES = {v: k for k, v in vars(binding_class("circle", "TensorType")).items()
@@ -308,6 +308,9 @@ class _Reader:
             if off + size > self.size:
                 raise self.fail(f"{self.where}: large custom options [{off}, {off + size}) past end of file")
             custom_options = bytes(self.buf[off:off + size])
+        own = decode_onert_py_options(custom_options) if custom is not None else None
+        if own is not None:
+            options.update(own)
         return Operation(index=oi, opcode=name, version=version,
                          inputs=self.ints(op, "Inputs", f"{self.where} inputs"),
                          outputs=self.ints(op, "Outputs", f"{self.where} outputs"),

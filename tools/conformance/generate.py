@@ -420,6 +420,52 @@ def _while_dynamic_input():
     return f, {"x": rng_for("while_dynamic_input").standard_normal((3, 2)).astype(np.float32)}
 
 
+@program("while_rnn_weights", "tf.while_loop with an input-given trip count over captured weights: a tanh "
+                              "RNN cell h = tanh(x U + h W + b) (U [3, 4], W [4, 4], b [4] captured "
+                              "constants, h0 = 0) run n times; returns h and the counter.")
+def _while_rnn_weights():
+    tf = _tf()
+    r = rng_for("while_rnn_weights/weights")
+    u = tf.constant((r.standard_normal((3, 4)) * 0.6).astype(np.float32))
+    w = tf.constant((r.standard_normal((4, 4)) * 0.5).astype(np.float32))
+    b = tf.constant((r.standard_normal((4,)) * 0.1).astype(np.float32))
+
+    @tf.function(input_signature=[spec([2, 3], tf.float32, "x"), spec([], tf.int32, "n")])
+    def f(x, n):
+        xu = tf.matmul(x, u)
+        i, h = tf.while_loop(lambda i, h: i < n, lambda i, h: (i + 1, tf.tanh(xu + tf.matmul(h, w) + b)),
+                             [tf.constant(0), tf.zeros([2, 4])])
+        return h, i
+
+    return f, {"x": rng_for("while_rnn_weights").standard_normal((2, 3)).astype(np.float32),
+               "n": np.array(4, np.int32)}
+
+
+@program("while_nested_weights", "Nested tf.while_loop with captured weights and a tf.cond in the inner "
+                                 "body: the outer loop runs an input-given n times, the inner one 2 times "
+                                 "h = tanh(h W + b); the outer body then picks relu(h) V or h * s by the "
+                                 "sign of h's sum (W [3, 3], V [3, 3], b [3], s [3] captured constants).")
+def _while_nested_weights():
+    tf = _tf()
+    r = rng_for("while_nested_weights/weights")
+    w = tf.constant((r.standard_normal((3, 3)) * 0.7).astype(np.float32))
+    v = tf.constant((r.standard_normal((3, 3)) * 0.7).astype(np.float32))
+    b = tf.constant((r.standard_normal((3,)) * 0.2).astype(np.float32))
+    s = tf.constant(r.uniform(0.5, 1.5, (3,)).astype(np.float32))
+
+    @tf.function(input_signature=[spec([1, 3], tf.float32, "x"), spec([], tf.int32, "n")])
+    def f(x, n):
+        def outer(i, h):
+            _, h = tf.while_loop(lambda j, h: j < 2, lambda j, h: (j + 1, tf.tanh(tf.matmul(h, w) + b)),
+                                 [tf.constant(0), h])
+            h = tf.cond(tf.reduce_sum(h) > 0, lambda: tf.matmul(tf.nn.relu(h), v), lambda: h * s)
+            return i + 1, h + x
+        return tf.while_loop(lambda i, h: i < n, outer, [tf.constant(0), x])[1]
+
+    return f, {"x": rng_for("while_nested_weights").standard_normal((1, 3)).astype(np.float32),
+               "n": np.array(3, np.int32)}
+
+
 @program("mlp_dynamic_batch", "Plain graph: Keras MLP with an unknown batch size (shape signature "
                               "[-1, 6]); stored input has batch 3.")
 def _mlp_dynamic_batch():
