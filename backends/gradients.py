@@ -33,10 +33,10 @@ class Builder(Protocol):
 
 class GradNode:
     """One forward op as its gradient rule sees it."""
-    __slots__ = ("op", "opts", "sg", "b", "cotangents", "shapes", "engine")
+    __slots__ = ("op", "opts", "sg", "b", "cotangents", "shapes", "engine", "needed")
 
     def __init__(self, op, sg, builder: Builder, cotangents: dict[int, int], shapes: Sequence | None,
-                 engine: Any):
+                 engine: Any, needed: set[int] | None = None):
         self.op = op
         self.opts = op.options
         self.sg = sg                    # the forward subgraph (tensor names, dtypes, constants)
@@ -44,6 +44,7 @@ class GradNode:
         self.cotangents = cotangents    # forward tensor -> its cotangent where the gradient is built
         self.shapes = shapes            # forward shapes (per tensor; -1 dims, None unknown) or None
         self.engine = engine
+        self.needed = needed            # the tensors on the gradient's path (None: all)
 
     # ---- the forward op
     def has(self, i: int) -> bool:
@@ -81,8 +82,10 @@ class GradNode:
         return None if s is None else tuple(s)
 
     def differentiable(self, i: int) -> bool:
-        """Input i is a float tensor (integer and bool inputs take no gradient)."""
-        return self.has(i) and self.in_dtype(i).kind == "f"
+        """Input i takes a gradient: a float tensor on the gradient's path (integer and bool inputs take
+        none, and neither do constants nobody asked about: rules skip their work, and their captures)."""
+        return self.has(i) and self.in_dtype(i).kind == "f" and (
+            self.needed is None or self.op.inputs[i] in self.needed)
 
     # ---- building
     def emit(self, opcode: str, *inputs: int, dtype: Any = None, n_out: int = 1, custom: str | None = None,

@@ -8,6 +8,8 @@ WHILE loops, and the other control-flow programs): median time of `session.infer
 (b) A WHILE whose trip count is an input (an RNN-like body: tanh(x @ W.T + b) * x on a [32, 64]
 state): the bytes the gradient's accumulators keep (profile.accumulator_bytes: every value pushed per
 iteration) and the gradient's time, against the trip count. Bytes must grow linearly.
+(c) The same loop with checkpointing (`recompute=True`): only loop values are kept per iteration and
+the body's other values are recomputed backwards; time and kept bytes beside storing them.
 """
 from __future__ import annotations
 
@@ -104,23 +106,33 @@ def counted_loop(units: int = 64, rows: int = 32, seed: int = 0):
     return mb.to_bytes("tflite")
 
 
-def trip_rows(runs: int, trips=(25, 50, 100, 200, 400)) -> list[list[str]]:
+def _kept_bytes(s, xs: list, cts: list, recompute: bool) -> int:
+    """Accumulator bytes of one gradient run."""
+    s.gradients(xs, cts, ["x", "body:w"], recompute=recompute)
+    gs = s._gradient_sessions[(0, ("x", "body:w"), recompute)][1]
+    gs.profile.reset()
+    s.gradients(xs, cts, ["x", "body:w"], recompute=recompute)
+    return gs.profile.total_accumulator_bytes()
+
+
+def trip_rows(runs: int, trips=(25, 50, 100, 200, 400)) -> tuple[list[list[str]], list[list[str]]]:
     import onert_py
     s = onert_py.infer.session(counted_loop())
     x = np.random.default_rng(1).normal(size=(32, 64)).astype(np.float32)
     ct = np.random.default_rng(2).normal(size=(32, 64)).astype(np.float32)
-    rows = []
+    rows, checkpointed = [], []
     for n in trips:
-        n_arr = np.array(n, np.int32)
-        t = _median_ms({"forward": lambda: s.infer([x, n_arr]),
-                        "gradient": lambda: s.gradients([x, n_arr], [ct], ["x", "body:w"])}, max(3, runs // 3))
-        gs = next(iter(s._gradient_sessions.values()))[1]
-        gs.profile.reset()
-        s.gradients([x, n_arr], [ct], ["x", "body:w"])
-        kept = gs.profile.total_accumulator_bytes()
-        rows.append([str(n), f"{t['forward']:.2f}", f"{t['gradient']:.2f}", f"{t['gradient'] / t['forward']:.1f}x",
+        xs = [x, np.array(n, np.int32)]
+        t = _median_ms({"forward": lambda: s.infer(xs),
+                        "stored": lambda: s.gradients(xs, [ct], ["x", "body:w"]),
+                        "recomputed": lambda: s.gradients(xs, [ct], ["x", "body:w"], recompute=True)},
+                       max(3, runs // 3))
+        kept, kept_r = _kept_bytes(s, xs, [ct], False), _kept_bytes(s, xs, [ct], True)
+        rows.append([str(n), f"{t['forward']:.2f}", f"{t['stored']:.2f}", f"{t['stored'] / t['forward']:.1f}x",
                      f"{kept:,}", f"{kept / n:,.0f}"])
-    return rows
+        checkpointed.append([str(n), f"{t['stored']:.2f}", f"{t['recomputed']:.2f}", f"{kept:,}", f"{kept_r:,}",
+                             f"{t['recomputed'] / t['stored']:.2f}x", f"{kept_r / kept:.2f}x"])
+    return rows, checkpointed
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -144,7 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "## (b) Accumulator bytes against the trip count", "",
               "A WHILE whose trip count is an input; body tanh(x @ W.T + b) * x on a [32, 64] state; gradient w.r.t. "
               "x and the body's W. Kept bytes per iteration stay constant: memory grows linearly.", ""]
-    lines += table(["trips", "forward", "gradient", "ratio", "kept bytes", "kept bytes / trip"], trip_rows(args.runs))
+    rows, checkpointed = trip_rows(args.runs)
+    lines += table(["trips", "forward", "gradient", "ratio", "kept bytes", "kept bytes / trip"], rows)
+    lines += ["", "## (c) Checkpointing: recompute instead of storing", "",
+              "The loop of (b) with `recompute=True`: only the loop value x is kept per iteration; tanh(x @ W.T + b) "
+              "is computed again in the backward pass.", ""]
+    lines += table(["trips", "stored (ms)", "recomputed (ms)", "stored bytes", "recomputed bytes", "time",
+                    "memory"], checkpointed)
     doc = "\n".join(lines) + "\n"
     Path(args.out).write_text(doc)
     print(doc)

@@ -321,20 +321,23 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
 
     # ---- gradients
     def gradients(self, inputs: Sequence[Any], output_gradients: Sequence[Any] | None = None,
-                  wrt: Sequence[str] | str | None = None) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+                  wrt: Sequence[str] | str | None = None, *, recompute: bool = False
+                  ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         """(outputs, {name: gradient}): the forward outputs, and the gradient of the sum over the float
         outputs of output * its cotangent with respect to each `wrt` tensor, shaped like that tensor.
 
         output_gradients: one cotangent per output (None, or nothing, for integer/bool outputs; all
         ones by default: the gradient of the outputs' sum). wrt: tensor names as `onert-py inspect`
         prints them ("SUBGRAPH:NAME" for a tensor of another subgraph), or "weights" (every float
-        constant a parameterised op reads); default the model's float inputs. The backward pass is a
-        model of its own (compiler.gradients), built once per `wrt` and run by the same executors."""
+        constant a parameterised op reads); default the model's float inputs. recompute: WHILE loops
+        keep only their loop values per iteration and recompute the rest backwards (checkpointing: less
+        memory, more time). The backward pass is a model of its own (compiler.gradients), built once
+        per `wrt` and run by the same executors."""
         from onert_py.compiler.gradients import gradient_model
-        key = (self._subgraph_index, wrt if wrt is None or isinstance(wrt, str) else tuple(wrt))
+        key = (self._subgraph_index, wrt if wrt is None or isinstance(wrt, str) else tuple(wrt), recompute)
         cached = self._gradient_sessions.get(key)
         if cached is None:
-            gm = gradient_model(self.model, wrt, self._subgraph_index)
+            gm = gradient_model(self.model, wrt, self._subgraph_index, recompute)
             cached = self._gradient_sessions[key] = (gm, session(gm.model, controlflow_copy=self.runtime.options.controlflow_copy,
                                                                    max_while_iterations=self.runtime.options.max_while_iterations))
         gm, grad_session = cached

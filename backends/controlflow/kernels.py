@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.backends import gradients as gr
-from onert_py.backends.registry import CONTROLFLOW, KernelContext, Run, grad_rule, shape_rule
+from onert_py.backends.registry import CONTROLFLOW, CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, fmt, is_static, merge, numel, unknown_like
 from onert_py.errors import ExecutionError
 from onert_py.exec.executor import Executor, InlinedCode
@@ -589,6 +589,11 @@ def while_grad(g: gr.GradNode):
     cond_i, body_i = g.opts["cond_subgraph_index"], g.opts["body_subgraph_index"]
     body, cond = ctx.model.subgraphs[body_i], ctx.model.subgraphs[cond_i]
     n = len(g.op.inputs)
+    if any(body.tensors[t].dtype == _VARIANT for t in body.inputs):
+        # a gradient model's loop: its accumulators hold values the second derivative would need to
+        # follow through the pushes and pops, which have no gradient rules
+        raise g.fail("a loop carrying accumulators (a gradient model's) has no gradient: second "
+                     "derivatives through a loop that keeps per-iteration values are not supported")
     floats = [k for k in range(n) if body.tensors[body.inputs[k]].dtype.kind == "f"]
     passthrough = {body.inputs[k]: k for k in range(n) if body.outputs[k] == body.inputs[k]}
     bb = ctx.new_subgraph(f"{body.name or body_i}_grad")
@@ -601,9 +606,20 @@ def while_grad(g: gr.GradNode):
     for k in floats:
         loop.append((ct_in[k], None, "cotangent", k))
     stacked: list[int] = []
+    producers = {o: op for op in body.operations for o in op.outputs}
 
     def make(t: int) -> int:
         tensor = body.tensors[t]
+        op = producers.get(t)
+        if ctx.recompute and op is not None and _pure(op):
+            # checkpointing: run the producing op again in the backward body, on its own captured inputs
+            outs = [bb.new_tensor(body.tensors[o].dtype, body.tensors[o].name, _forward_shape(ctx, body_i, o),
+                                  body.tensors[o].type_name) for o in op.outputs]
+            bb.add_op(op.opcode, [caps(i) if i >= 0 else -1 for i in op.inputs], outs, op.custom_name,
+                      dict(op.options))
+            for o, out in zip(op.outputs, outs):
+                caps.cache.setdefault(o, out)
+            return outs[op.outputs.index(t)]
         if t in passthrough:                      # the same value every iteration: handed over as is
             x = bb.add_input(tensor.dtype, f"invariant/{tensor.name}", _forward_shape(ctx, body_i, t), tensor.type_name)
             loop.append((x, x, "invariant", passthrough[t]))
@@ -691,6 +707,12 @@ def while_grad(g: gr.GradNode):
         elif kind == "sum":
             g.engine.report(*k, r)
     return grads_out
+
+
+def _pure(op) -> bool:
+    """An op a backward pass may run again for the same result: a compute kernel that may be folded
+    (no state, no randomness, no subgraphs)."""
+    return op.kernel_name in CPU.kernels and CPU.attributes(op.kernel_name).foldable
 
 
 def _retype(tensor, dtype: np.dtype, type_name: str | None = None) -> None:

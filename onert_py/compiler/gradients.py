@@ -147,10 +147,13 @@ class GradientContext:
     flow must keep values for the backward pass), the forward shapes, and the tensors of any subgraph
     the caller wants gradients for. Control-flow rules reach it as `g.engine.context`."""
 
-    def __init__(self, model: Model, forward_shapes: dict[int, Sequence], wanted: Sequence[tuple[int, int]]):
+    def __init__(self, model: Model, forward_shapes: dict[int, Sequence], wanted: Sequence[tuple[int, int]],
+                 recompute: bool = False):
         self.model = model
         self.forward_shapes = forward_shapes      # subgraph -> shapes per tensor (those inference reached)
         self.wanted = list(wanted)
+        # checkpointing: loops keep only their loop values per iteration and recompute the rest
+        self.recompute = recompute
 
     def wanted_in(self, si: int) -> list[int]:
         """Tensors of subgraph si whose gradients were asked for."""
@@ -194,7 +197,9 @@ class SubgraphGradient:
         depends = set(sources)
         for op in order:
             if everything_depends or any(t in depends for t in op.inputs if t >= 0) or self._reaches_wanted(op):
-                depends.update(t for t in op.outputs if self.sg.tensors[t].dtype.kind == "f")
+                # float values carry gradients; variant ones (a gradient model's loop accumulators) are
+                # followed too, so that an op holding them without a rule is refused, not skipped
+                depends.update(t for t in op.outputs if self.sg.tensors[t].dtype.kind in "fO")
         needed = set(sinks) & depends
         path = []
         for op in reversed(order):
@@ -233,7 +238,7 @@ class SubgraphGradient:
         for op in reversed(path):
             if not any(t in ct for t in op.outputs):
                 continue
-            g = GradNode(op, self.sg, self.b, ct, self.shapes, self)
+            g = GradNode(op, self.sg, self.b, ct, self.shapes, self, needed)
             grads = list(GRAD_RULES[op.kernel_name].fn(g))
             grads += [None] * (len(op.inputs) - len(grads))
             for t, d in zip(op.inputs, grads):
@@ -316,9 +321,12 @@ def _weights(model: Model) -> list[tuple[int, int]]:
     return out
 
 
-def gradient_model(model: Model, wrt: Sequence[str] | str | None = None, subgraph_index: int = 0) -> GradientModel:
+def gradient_model(model: Model, wrt: Sequence[str] | str | None = None, subgraph_index: int = 0,
+                   recompute: bool = False) -> GradientModel:
     """The model computing subgraph `subgraph_index`'s outputs and the gradients of the sum of its float
-    outputs times their cotangents with respect to `wrt` (default: its float inputs)."""
+    outputs times their cotangents with respect to `wrt` (default: its float inputs). recompute: WHILE
+    loops keep only their loop values per iteration and recompute the body's other values in the
+    backward pass (less memory, more time)."""
     from onert_py.compiler.shape_inference import infer_shapes
     k = subgraph_index
     names, targets = _resolve_wrt(model, k, wrt)
@@ -326,7 +334,7 @@ def gradient_model(model: Model, wrt: Sequence[str] | str | None = None, subgrap
     gm = copy_model(model)
     for sg in gm.subgraphs:
         split_fused_activations(sg)
-    context = GradientContext(gm, {si: r.shapes for si, r in inferred.subgraphs.items()}, targets)
+    context = GradientContext(gm, {si: r.shapes for si, r in inferred.subgraphs.items()}, targets, recompute)
     main = gm.subgraphs[k]
     b = SubgraphBuilder(main)
     engine = SubgraphGradient(context, main, b, inferred.main.shapes)

@@ -194,3 +194,66 @@ def test_float16_weights_through_dequantize():
     grads = check_gradients(data, xs, wrt=["sequential_1_1/dense_3_1/MatMul", "serving_default_x:0"],
                             rtol=3e-2, atol=5e-3)   # float16 steps of the finite differences: ~1e-3
     assert grads["sequential_1_1/dense_3_1/MatMul"].dtype == np.float16
+
+
+@pytest.mark.parametrize("name", ["while_accumulator", "while_nested", "cond_in_while", "while_in_cond",
+                                  "keras_gru", "keras_lstm", "dense_loop"])
+def test_recomputing_loops_gives_the_same_gradients(name):
+    """Checkpointing (recompute=True) keeps only loop values per iteration and runs the body's other
+    ops again backwards: the same ops on the same values, so the same numbers."""
+    data, xs = _corpus(name)
+    s = onert_py.infer.session(data)
+    outs = s.infer(xs)
+    r = rng(13)
+    cts = [r.normal(size=np.shape(o)).astype(o.dtype) if o.dtype.kind == "f" else None for o in outs]
+    _, stored = s.gradients(xs, cts, "weights" if name.startswith(("keras", "dense")) else None)
+    _, recomputed = s.gradients(xs, cts, "weights" if name.startswith(("keras", "dense")) else None,
+                                recompute=True)
+    assert list(stored) == list(recomputed)
+    for k in stored:
+        np.testing.assert_array_equal(stored[k], recomputed[k], err_msg=k)
+
+
+def test_recomputing_keeps_fewer_bytes():
+    w = rng(14).normal(0, 0.3, (16, 16)).astype(np.float32)
+    mb = _loop_model(8, w, rows=4)
+    xs = [rng(15).normal(size=(4, 16)).astype(np.float32), np.zeros(16, np.float32)]
+    s = onert_py.infer.session(mb.to_bytes())
+    kept = {}
+    for recompute in (False, True):
+        s.gradients(xs, wrt="x", recompute=recompute)
+        gs = s._gradient_sessions[(0, "x", recompute)][1]
+        gs.profile.reset()
+        s.gradients(xs, wrt="x", recompute=recompute)
+        kept[recompute] = gs.profile.total_accumulator_bytes()
+    # stored: x and tanh(x @ W.T + b) per iteration; recomputed: x only
+    assert kept[False] == 8 * 2 * 4 * 16 * 4 and kept[True] == 8 * 4 * 16 * 4
+
+
+# ----------------------------------------------------------------------------------- second order
+
+@pytest.mark.parametrize("name", ["mlp", "cond_chain", "cond_nested", "loop"])
+def test_second_derivatives_of_gradient_models(name):
+    """A gradient model is an ordinary model: its own gradients (w.r.t. the inputs and the cotangents)
+    agree with finite differences, through IF and through a WHILE whose gradient keeps no
+    per-iteration values (acc * 2 + c, n times)."""
+    from onert_py.compiler.gradients import gradient_model
+    from onert_py.schema.writer import serialize
+    if name == "loop":
+        from controlflow.test_stablehlo_controlflow import _while_model
+        data = _while_model().to_bytes()
+        xs = [np.array(0, np.int32), np.array(3, np.int32), np.array([0.5, 3.0], np.float32)]
+    else:
+        data, xs = _corpus(name)
+    outs = onert_py.infer.session(data).infer(xs)
+    r = rng(16)
+    cts = [r.normal(size=np.shape(o)).astype(np.float32) for o in outs if o.dtype.kind == "f"]
+    grad_data = serialize(gradient_model(onert_py.load_model(data)).model, "tflite")
+    check_gradients(grad_data, xs + cts)
+
+
+def test_second_derivatives_through_accumulators_are_refused_by_name():
+    from onert_py.compiler.gradients import gradient_model
+    gm = gradient_model(onert_py.load_model(_loop_model(3, np.eye(3, dtype=np.float32)).to_bytes()))
+    with pytest.raises(GradientError, match="loop carrying accumulators"):
+        gradient_model(gm.model)
