@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.registry import CPU, KernelContext, Run, no_gradient, shape_rule
 from onert_py.backends.shape_rules import Node
 
 _F32 = np.float32
@@ -183,3 +183,7 @@ def nms_shape(n: Node):
 def non_max_suppression_v5(ctx: KernelContext) -> Run:
     """V4's inputs plus soft_nms_sigma: Gaussian score decay exp(-0.5 * iou^2 / sigma) (Bodla et al.)."""
     return _nms(ctx, soft=True)
+
+
+# the selection is discrete (TensorFlow registers no gradient for non-max suppression)
+no_gradient("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5")

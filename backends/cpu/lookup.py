@@ -8,7 +8,7 @@ import numpy as np
 
 from onert_py.backends.cpu._farmhash import fingerprint64_rows
 from onert_py.backends.cpu.shape import check_dtype
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.registry import CPU, KernelContext, Run, no_gradient, shape_rule
 from onert_py.backends.shape_rules import Node, Shape, is_static, numel
 
 _SUM, _MEAN, _SQRTN = 0, 1, 2
@@ -329,3 +329,7 @@ def skip_gram(ctx: KernelContext) -> Run:
 
 
 # No shape rule: the number of skip-grams depends on the words of the sentence (the input's value).
+
+
+# hashes, n-grams and table look-ups by key: integer or string results
+no_gradient("LSH_PROJECTION", "HASHTABLE_LOOKUP", "SKIP_GRAM")

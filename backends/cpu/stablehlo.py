@@ -11,7 +11,7 @@ import numpy as np
 
 from onert_py.backends.cpu.shape import check_dtype, check_same_types
 from onert_py.backends.cpu.elementwise import add_grad, maximum_grad, minimum_grad, mul_grad
-from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, no_gradient, shape_rule
 from onert_py.backends.shape_rules import Node, Shape, broadcasting, same_shape
 
 _INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -487,3 +487,7 @@ grad_rule("STABLEHLO_ADD")(add_grad)
 grad_rule("STABLEHLO_MULTIPLY")(mul_grad)
 grad_rule("STABLEHLO_MAXIMUM")(maximum_grad)
 grad_rule("STABLEHLO_MINIMUM")(minimum_grad)
+
+
+# bitwise and random-bit ops: integer results
+no_gradient("STABLEHLO_AND", "STABLEHLO_SHIFT_LEFT", "STABLEHLO_RNG_BIT_GENERATOR")

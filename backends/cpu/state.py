@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, type_name
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends.registry import CPU, KernelContext, Run, no_gradient, shape_rule
 from onert_py.backends.shape_rules import Node, Shape
 from onert_py.errors import ExecutionError
 
@@ -236,3 +236,7 @@ def stack_pop_shape(n: Node) -> list[Shape | None]:
     t = n.sg.tensors[n.op.outputs[0]]
     shape = None if not t.has_rank else tuple(t.shape_signature if t.shape_signature is not None else t.shape)
     return [shape, ()]
+
+
+# handles, tables and the loop accumulators carry no gradient of their own
+no_gradient("VAR_HANDLE", "HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE")
