@@ -218,19 +218,23 @@ class GradRule:
     fn: GradFn
     params: tuple[int, ...] = ()   # inputs that are trainable parameters (weights, biases): `wrt="weights"`
     differentiable: bool = True    # False: no input gets a gradient (integer/bool results, random ops)
+    # the op's fused_activation_function applies to its output (the engine splits it off into an op of
+    # its own first); False where it is internal (a recurrent cell's activation)
+    output_activation: bool = True
 
 
 GRAD_RULES: dict[str, GradRule] = {}
 
 
-def grad_rule(*names: str, params: Sequence[int] = ()) -> Callable[[GradFn], GradFn]:
+def grad_rule(*names: str, params: Sequence[int] = (), output_activation: bool = True
+              ) -> Callable[[GradFn], GradFn]:
     """Decorator: the gradient rule of ops `names`, fn(node) -> one gradient tensor (or None) per input,
     built as IR through the node (gradients.py)."""
     def deco(fn: GradFn) -> GradFn:
         for n in names:
             if n in GRAD_RULES:
                 raise RuntimeError(f"gradient rule {n} registered twice")
-            GRAD_RULES[n] = GradRule(fn, tuple(params))
+            GRAD_RULES[n] = GradRule(fn, tuple(params), output_activation=output_activation)
         return fn
     return deco
 

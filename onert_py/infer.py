@@ -408,6 +408,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
 
     def _check_shape(self, k: int, t: Tensor, shape: tuple[int, ...], signature_only: bool = False) -> None:
         fixed = None if signature_only else self._input_dims[k]
+        if fixed is None and not t.has_rank:
+            return          # an input of unknown rank (a gradient model's cotangent) takes any shape
         expected = tuple(fixed) if fixed is not None else (
             t.shape_signature if t.shape_signature is not None else t.shape)
         ok = len(shape) == len(expected) and all(e < 0 or e == s for e, s in zip(expected, shape))

@@ -271,6 +271,7 @@ def finite_difference_gradients(model: Any, inputs: Sequence[np.ndarray], cotang
                 for sign in (1, -1):
                     xs = [np.array(a, copy=True) for a in inputs]
                     xs[k][idx] += sign * step
+                    sess.reset_variables()      # stateful ops (an LSTM's state) start over every run
                     outs = sess.infer(xs)
                     vals.append(sum(np.sum(np.asarray(o, np.float64) * c) for o, c in zip(outs, cotangents)
                                     if c is not None))
@@ -313,8 +314,8 @@ def check_gradients(model: Any, inputs: Sequence[np.ndarray], wrt: Sequence[str]
     for fmt in fmts:
         s = onert_py.infer.session(model.to_bytes(fmt) if isinstance(model, ModelBuilder) else data)
         got_outs, grads = s.gradients(inputs, cotangents, wrt)
-        for a, b in zip(got_outs, outs):
-            np.testing.assert_array_equal(a, b)
+        for a, b in zip(got_outs, outs):   # a fused recurrent op runs decomposed there: float rounding
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         assert list(grads) == names
         for name, e in zip(names, expected):
             assert grads[name].shape == e.shape, (name, grads[name].shape, e.shape)

@@ -461,7 +461,9 @@ class _Captures:
         c = self.cache.get(t)
         if c is None:
             tensor = self.sg.tensors[t]
-            c = self.gb.constant(tensor.data, tensor.name) if tensor.data is not None else self.make(t)
+            # a constant the subgraph lists as an input holds the value passed in, like any input
+            constant = tensor.data is not None and t not in self.sg.inputs
+            c = self.gb.constant(tensor.data, tensor.name) if constant else self.make(t)
             self.cache[t] = c
         return c
 

@@ -29,7 +29,8 @@ from onert_py.backends.cpu._common import fused_activation
 from onert_py.backends.cpu._quant import (INT32_MAX, gemmlowp_table, hybrid_quantize_rows, is_hybrid,
                                           multiply_by_quantized_multiplier_wrapping, qparams, quantize_multiplier,
                                           rounding_divide_by_pot, wrap_int16, wrap_int32)
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, GRAD_RULES, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, Shape, fmt, numel
 
 _F32 = np.dtype(np.float32)
@@ -1636,3 +1637,119 @@ def lstm_integer(ctx: KernelContext) -> Run:
         v[c_i] = c.astype(np.int16).reshape(c_shape if b == shape[0] else (b, cell.n_cell))
         v[o] = h
     return run
+
+
+# ----------------------------------------------------------------------------------- gradients
+# The fused sequence ops are differentiated through their decomposition: the rule builds a subgraph
+# computing the op step by step with ordinary ops (unrolled over the static sequence length: gathers
+# of each step, fully connected gates, the cell update, a pack of the outputs), turns the op into a
+# CALL of that subgraph and takes CALL's gradient. The gradient model's forward pass then runs the
+# decomposition (equal to the fused kernel within float32 rounding) and leaves the op's state
+# variables at their initial values: each gradient run starts from them.
+
+def _decomposed(g: gr.GradNode, what: str, build) -> list:
+    """Replace g.op by CALL(subgraph built by build(node, inputs by op position)) and return CALL's
+    gradient, per input of the CALL (the engine reads the op's inputs after the rule)."""
+    ctx = g.engine.context
+    if any(g.has(i) and g.in_dtype(i) != np.float32 for i in range(len(g.op.inputs))) or \
+            any(g.has(i) and g.sg.tensors[g.op.inputs[i]].quantization is not None
+                and g.sg.tensors[g.op.inputs[i]].dtype.kind != "f" for i in range(len(g.op.inputs))):
+        raise g.fail(f"only a float32 {what} has a gradient (not a hybrid or quantized one)")
+    positions = [i for i in range(len(g.op.inputs)) if g.has(i)]
+    dec = ctx.new_subgraph(f"{what.lower()}_{g.sg.index}_{g.op.index}")
+    node = gr.emitter(g, dec)
+    ins = {}
+    for i in positions:
+        t = g.sg.tensors[g.op.inputs[i]]
+        ins[i] = dec.add_input(t.dtype, t.name, g.shape(i))
+    dec.sg.outputs = (build(node, ins),)
+    g.op.opcode, g.op.options, g.op.inputs = "CALL", {"subgraph": dec.sg.index}, tuple(g.op.inputs[i] for i in positions)
+    call = gr.GradNode(g.op, g.sg, g.b, g.cotangents, g.shapes, g.engine, g.needed)
+    return GRAD_RULES["CALL"].fn(call)      # per input of the op as it now is (the CALL's)
+
+
+def _steps(g: gr.GradNode) -> tuple[int, int]:
+    """(sequence length, the time axis) of input 0, the length static."""
+    x = g.shape(0)
+    axis = 0 if g.opts.get("time_major") else 1
+    if x is None or len(x) != 3 or x[axis] < 0:
+        raise g.fail(f"the gradient needs a static sequence length (input shape {x})")
+    return int(x[axis]), axis
+
+
+def _step_input(node: gr.GradNode, x: int, t: int, axis: int) -> int:
+    return node.emit("GATHER", x, node.const(t, np.int32), axis=axis, batch_dims=0)
+
+
+def _fc(node: gr.GradNode, x: int, w: int, b: int | None = None) -> int:
+    return node.emit("FULLY_CONNECTED", x, w, *([b] if b is not None else []), fused_activation_function=0,
+                     keep_num_dims=False)
+
+
+def _act(node: gr.GradNode, code: int, x: int) -> int:
+    name = gr.FUSED_ACTIVATION_OPS.get(int(code))
+    return x if name is None else node.emit(name, x)
+
+
+def _clip(node: gr.GradNode, x: int, bound: float) -> int:
+    if not bound:
+        return x
+    x = node.emit("MINIMUM", x, gr.scalar(node, bound, x))
+    return node.emit("MAXIMUM", x, gr.scalar(node, -bound, x))
+
+
+@grad_rule("UNIDIRECTIONAL_SEQUENCE_RNN", params=(1, 2, 3), output_activation=False)
+def unidirectional_sequence_rnn_grad(g: gr.GradNode):
+    """h_t = act(x_t W^T + h_{t-1} R^T + b), decomposed (_decomposed)."""
+    steps, axis = _steps(g)
+    code = g.opts.get("fused_activation_function", 0)
+
+    def build(node: gr.GradNode, ins: dict) -> int:
+        h = ins[4]
+        outs = []
+        for t in range(steps):
+            h = _act(node, code, gr.add(node, _fc(node, _step_input(node, ins[0], t, axis), ins[1], ins[3]),
+                                        _fc(node, h, ins[2])))
+            outs.append(h)
+        return node.emit("PACK", *outs, axis=axis, values_count=steps)
+    return _decomposed(g, "UNIDIRECTIONAL_SEQUENCE_RNN", build)
+
+
+@grad_rule("UNIDIRECTIONAL_SEQUENCE_LSTM", params=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17),
+           output_activation=False)
+def unidirectional_sequence_lstm_grad(g: gr.GradNode):
+    """The float LSTM step of _LstmCell (CIFG, peepholes, projection, clips), decomposed (_decomposed).
+    Layer norm and an activation of NONE (LiteRT's o * g quirk) are refused."""
+    if any(g.has(i) for i in _LN):
+        raise g.fail("an LSTM with layer norm has no gradient yet")
+    code = g.opts.get("fused_activation_function", 0)
+    if not code:
+        raise g.fail("an LSTM without a cell activation has no gradient (LiteRT computes o * g there)")
+    steps, axis = _steps(g)
+    cifg = not g.has(_W[0])
+    peephole = g.has(_PEEP[1])
+    cell_clip, proj_clip = float(g.opts.get("cell_clip", 0.0) or 0.0), float(g.opts.get("proj_clip", 0.0) or 0.0)
+
+    def build(node: gr.GradNode, ins: dict) -> int:
+        h, c = ins[_H_STATE], ins[_C_STATE]
+        one = gr.scalar(node, 1.0)
+        outs = []
+        for t in range(steps):
+            x = _step_input(node, ins[0], t, axis)
+
+            def gate(k: int, cell: int | None) -> int:
+                z = gr.add(node, _fc(node, x, ins[_W[k]], ins[_BIAS[k]]), _fc(node, h, ins[_R[k]]))
+                if cell is not None and peephole:
+                    z = gr.add(node, z, gr.mul(node, cell, ins[_PEEP[{0: 0, 1: 1, 3: 2}[k]]]))
+                return z
+            f = node.emit("LOGISTIC", gate(1, c))
+            i = gr.sub(node, one, f) if cifg else node.emit("LOGISTIC", gate(0, c))
+            cand = _act(node, code, gate(2, None))
+            c = _clip(node, gr.add(node, gr.mul(node, f, c), gr.mul(node, i, cand)), cell_clip)
+            o = node.emit("LOGISTIC", gate(3, c))
+            h = gr.mul(node, o, _act(node, code, c))
+            if g.has(_PROJ[0]):
+                h = _clip(node, _fc(node, h, ins[_PROJ[0]], ins.get(_PROJ[1])), proj_clip)
+            outs.append(h)
+        return node.emit("PACK", *outs, axis=axis, values_count=steps)
+    return _decomposed(g, "UNIDIRECTIONAL_SEQUENCE_LSTM", build)

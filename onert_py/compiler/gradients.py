@@ -122,11 +122,15 @@ def split_fused_activations(sg: Subgraph, ops: set[int] | None = None) -> None:
     """Ops with a fused activation (of `ops`, by index; all by default) write a new pre-activation
     tensor, and a separate activation op writes their output, so that each gradient rule sees its own
     op's output."""
+    load_builtin_kernels()
     b = SubgraphBuilder(sg)
     for op in list(sg.operations):
         code = op.options.get("fused_activation_function", 0)
         if not code or (ops is not None and op.index not in ops) or len(op.outputs) != 1:
             continue
+        rule = GRAD_RULES.get(op.kernel_name)
+        if rule is None or not rule.output_activation:
+            continue        # no rule (refused later, if on the path) or an internal activation
         name = FUSED_ACTIVATION_OPS.get(int(code))
         if name is None:
             raise GradientError(f"subgraph {sg.index} operator {op.index} ({op.kernel_name}): fused "
@@ -156,8 +160,10 @@ class GradientContext:
         self.recompute = recompute
 
     def wanted_in(self, si: int) -> list[int]:
-        """Tensors of subgraph si whose gradients were asked for."""
-        return [t for s, t in self.wanted if s == si]
+        """Tensors of a called subgraph si whose gradients were asked for, but not its inputs: a constant
+        listed as an input holds the value passed in, so as a constant it has no gradient (zeros)."""
+        inputs = set(self.model.subgraphs[si].inputs)
+        return [t for s, t in self.wanted if s == si and t not in inputs]
 
     def new_subgraph(self, name: str) -> SubgraphBuilder:
         sg = Subgraph(len(self.model.subgraphs), name, [], (), (), [])
@@ -240,6 +246,7 @@ class SubgraphGradient:
                 continue
             g = GradNode(op, self.sg, self.b, ct, self.shapes, self, needed)
             grads = list(GRAD_RULES[op.kernel_name].fn(g))
+            # read the inputs after the rule: a rule may rewrite its op (a fused op into a CALL)
             grads += [None] * (len(op.inputs) - len(grads))
             for t, d in zip(op.inputs, grads):
                 if d is not None and t >= 0 and t in needed:

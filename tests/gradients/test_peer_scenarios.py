@@ -20,13 +20,26 @@ _CONTROLFLOW = str(Path(__file__).resolve().parents[1] / "controlflow")
 if _CONTROLFLOW not in sys.path:
     sys.path.insert(0, _CONTROLFLOW)
 
-import onert_py  # noqa: E402
-from builders import (  # noqa: E402
-    DYN, F32, I32, ONE, _t, add, binary_subgraph, float_doubling_body, float_less_cond, if_model, mul, pad,
-    tile, while_model,
+from builders import (
+    DYN,
+    F32,
+    I32,
+    ONE,
+    _t,
+    add,
+    binary_subgraph,
+    float_doubling_body,
+    float_less_cond,
+    if_model,
+    mul,
+    pad,
+    tile,
+    while_model,
 )
-from helpers import check_gradients, rng  # noqa: E402
-from onert_py.schema.writer import ModelBuilder, SubgraphBuilder  # noqa: E402
+from helpers import check_gradients, rng
+
+import onert_py
+from onert_py.schema.writer import ModelBuilder, SubgraphBuilder
 
 T, F = np.array([True]), np.array([False])
 
@@ -317,10 +330,18 @@ def test_all_inplace_scenarios(const_io):
     g = check(mb, x)
     outs = onert_py.infer.session(mb.to_bytes()).infer(x)
     assert outs[2].shape == (6,) and outs[3].shape == (12,)
-    if not const_io:
-        assert set(g) == {"v0", "v1", "v2", "io"}
-    else:
-        check(mb, x, wrt=["body:io", "v2"])
+    assert set(g) == {"v0", "v1", "v2", "io"}
+
+
+def test_all_inplace_scenarios_const_io_is_not_read():
+    """The body's io is a constant that is also the body's input: the loop value replaces it, so the
+    outputs do not depend on the constant's data (finite differences: zero)."""
+    specs = [("c", [1], I32), ("v0", [1], F32), ("v1", [1], F32), ("v2", [2], F32), ("io", [1], F32)]
+    mb = while_model(specs, partial(counter_cond, rhs=3, dtypes=[I32, F32, F32, F32, F32]),
+                     partial(float_all_inplace_scenarios, const_io=True))
+    x = [i32(2), f32(1.0), f32(2.0), f32(-1.0, 0.5), f32(1.5)]
+    g = check(mb, x, wrt=["body:io", "v2"])
+    np.testing.assert_array_equal(g["body:io"], [0])
 
 
 def test_dynamic_increasing_size():
@@ -360,21 +381,21 @@ def test_onert_add_ten_loop_with_pass_through_data():
     from builders import add_ten_body, less_than_input_cond
 
     def cond(sg):
-        x, end = _t(sg, "x", ONE, F32), _t(sg, "end", ONE, F32)
-        d, p = _t(sg, "d", DYN, F32), _t(sg, "p", DYN, F32)
+        x, d = _t(sg, "x", ONE, F32), _t(sg, "d", DYN, F32)
+        end, p = _t(sg, "end", ONE, F32), _t(sg, "p", DYN, F32)
         o = _t(sg, "cond", ONE, np.bool_)
         sg.op("LESS", [x, end], [o])
-        sg.inputs, sg.outputs = [x, end, d, p], [o]
-        return sg
-
-    def body(sg):
-        add_ten_body(sg, F32, n_data=1, pass_through=[ONE, (-1,)])
+        sg.inputs, sg.outputs = [x, d, end, p], [o]
         return sg
 
     assert less_than_input_cond   # the builders' two-input cond, widened above for the data values
-    mb = while_model([("x", [1], F32), ("end", [1], F32), ("d", [4], F32), ("p", [3], F32)], cond, body)
-    check(mb, [f32(2.0), f32(35.0), f32(9, 8, 7, 6), f32(1, 2, 3)])
-    check(mb, [f32(2.0), f32(35.0), f32(9, 8, 7, 6), f32(1, 2, 3)], wrt=["body:ten"])
+    # add_ten_body: (x, d, end, p) -> (x+10, d+10, end, p)
+    mb = while_model([("x", [1], F32), ("d", [4], F32), ("end", [1], F32), ("p", [3], F32)], cond,
+                     partial(add_ten_body, dtype=F32, n_data=1, pass_through=[ONE, DYN]))
+    for x0, end in ((2.0, 35.0), (5.0, 30.0), (20.0, 10.0)):   # 4, 3 and 0 iterations (x never ties end)
+        x = [f32(x0), f32(9, 8, 7, 6), f32(end), f32(1, 2, 3)]
+        check(mb, x)
+        check(mb, x, wrt=["body:ten"])
 
 
 # ---------------------------------------------------------------- IF
@@ -389,13 +410,15 @@ def test_if_add_or_mul_broadcasting(cond):
 
 
 @pytest.mark.parametrize("cond", [True, False])
-def test_if_add_or_pad_dynamic_branch(cond):
-    mb = if_model([("a", [2], F32), ("b", [1, 2], F32), ("paddings", [1, 2], I32)], float_add3_subgraph,
-                  float_pad_subgraph, [("out", [-1, -1], F32)])
-    x = [np.array([cond]), f32(5, 7), np.array([[1, 2]], F32), np.array([[1, 2]], I32)]
+@pytest.mark.parametrize("b_shape", [[2], [1, 2]])   # [1, 2]: the branches' outputs differ in rank
+def test_if_add_or_pad_dynamic_branch(cond, b_shape):
+    """then = a + b, else = pad(a, paddings) (b unused): the IF's output is dynamic either way."""
+    mb = if_model([("a", [2], F32), ("b", b_shape, F32), ("paddings", [1, 2], I32)], float_add3_subgraph,
+                  float_pad_subgraph, [("out", [-1, -1] if len(b_shape) == 2 else [-1], F32)])
+    x = [np.array([cond]), f32(5, 7), np.full(b_shape, 1.5, F32), np.array([[1, 2]], I32)]
     g = check(mb, x)
     if not cond:
-        np.testing.assert_array_equal(g["b"], np.zeros((1, 2), F32))
+        np.testing.assert_array_equal(g["b"], np.zeros(b_shape, F32))
 
 
 def _constant_branches_model() -> ModelBuilder:

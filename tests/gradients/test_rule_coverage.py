@@ -4,10 +4,8 @@ the same per op)."""
 from onert_py.backends.registry import CONTROLFLOW, CPU, GRAD_RULES, load_builtin_kernels
 
 NO_RULE_YET = {
-    # fused recurrent ops: Keras 3 layers convert to WHILE loops, which are differentiated; these need
-    # rules of their own (a backward through time per op)
-    **dict.fromkeys(["LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
-                     "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "GRU"],
+    # fused recurrent ops still without a decomposition (UNIDIRECTIONAL_SEQUENCE_LSTM/RNN have one)
+    **dict.fromkeys(["LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "GRU"],
                     "fused recurrent op"),
     # Circle's and LiteRT's less common float ops
     **dict.fromkeys(["INSTANCE_NORM", "RMS_NORM", "ROPE", "LOCAL_RESPONSE_NORMALIZATION", "CONV_3D_TRANSPOSE",
