@@ -82,9 +82,10 @@ class GradNode:
         return None if s is None else tuple(s)
 
     def differentiable(self, i: int) -> bool:
-        """Input i takes a gradient: a float tensor on the gradient's path (integer and bool inputs take
-        none, and neither do constants nobody asked about: rules skip their work, and their captures)."""
-        return self.has(i) and self.in_dtype(i).kind == "f" and (
+        """Input i takes a gradient: a float tensor (or a gradient model's accumulator, whose cotangent
+        is a stack of cotangents) on the gradient's path. Integer and bool inputs take none, and neither
+        do constants nobody asked about: rules skip their work, and their captures."""
+        return self.has(i) and self.in_dtype(i).kind in "fO" and (
             self.needed is None or self.op.inputs[i] in self.needed)
 
     # ---- building
@@ -149,7 +150,16 @@ def scalar(g: GradNode, value: float, like: int | None = None) -> int:
 
 
 def zeros_like(g: GradNode, t: int) -> int:
+    """Zeros shaped like t; for an accumulator (a stack), the empty stack: the zero of stacks."""
+    if g.b_dtype(t) == np.dtype(object):
+        return empty_stack(g)
     return g.emit("ZEROS_LIKE", t)
+
+
+def empty_stack(g: GradNode) -> int:
+    t = g.emit("OnertPyStackNew", dtype=object, custom="OnertPyStackNew")
+    g.b.sg.tensors[t].type_name = "VARIANT"
+    return t
 
 
 def sum_to(g: GradNode, d: int, like: int) -> int:

@@ -591,12 +591,9 @@ def while_grad(g: gr.GradNode):
     cond_i, body_i = g.opts["cond_subgraph_index"], g.opts["body_subgraph_index"]
     body, cond = ctx.model.subgraphs[body_i], ctx.model.subgraphs[cond_i]
     n = len(g.op.inputs)
-    if any(body.tensors[t].dtype == _VARIANT for t in body.inputs):
-        # a gradient model's loop: its accumulators hold values the second derivative would need to
-        # follow through the pushes and pops, which have no gradient rules
-        raise g.fail("a loop carrying accumulators (a gradient model's) has no gradient: second "
-                     "derivatives through a loop that keeps per-iteration values are not supported")
-    floats = [k for k in range(n) if body.tensors[body.inputs[k]].dtype.kind == "f"]
+    # loop values that carry cotangents: floats, and a gradient model's accumulators (whose cotangents
+    # are stacks of cotangents: second derivatives)
+    floats = [k for k in range(n) if body.tensors[body.inputs[k]].dtype.kind in "fO"]
     passthrough = {body.inputs[k]: k for k in range(n) if body.outputs[k] == body.inputs[k]}
     bb = ctx.new_subgraph(f"{body.name or body_i}_grad")
     node = gr.emitter(g, bb)
@@ -604,7 +601,8 @@ def while_grad(g: gr.GradNode):
     counter = bb.add_input(_I32, "counter", ())
     loop.append((counter, g_sub(node, counter), "counter", None))
     ct_in = {k: bb.add_input(body.tensors[body.inputs[k]].dtype, f"cotangent_{k}",
-                             _forward_shape(ctx, body_i, body.inputs[k])) for k in floats}
+                             _forward_shape(ctx, body_i, body.inputs[k]), body.tensors[body.inputs[k]].type_name)
+             for k in floats}
     for k in floats:
         loop.append((ct_in[k], None, "cotangent", k))
     stacked: list[int] = []

@@ -1655,6 +1655,8 @@ def _decomposed(g: gr.GradNode, what: str, build) -> list:
             any(g.has(i) and g.sg.tensors[g.op.inputs[i]].quantization is not None
                 and g.sg.tensors[g.op.inputs[i]].dtype.kind != "f" for i in range(len(g.op.inputs))):
         raise g.fail(f"only a float32 {what} has a gradient (not a hybrid or quantized one)")
+    if len(g.op.outputs) != 1:
+        raise g.fail(f"a {what} with {len(g.op.outputs)} outputs has no gradient (one output expected)")
     positions = [i for i in range(len(g.op.inputs)) if g.has(i)]
     dec = ctx.new_subgraph(f"{what.lower()}_{g.sg.index}_{g.op.index}")
     node = gr.emitter(g, dec)
@@ -1698,6 +1700,11 @@ def _clip(node: gr.GradNode, x: int, bound: float) -> int:
     return node.emit("MAXIMUM", x, gr.scalar(node, -bound, x))
 
 
+def _rnn_step_ops(node: gr.GradNode, code: int, ins: dict, x: int, h: int) -> int:
+    """h' = act(x W^T + h R^T + b) as ops."""
+    return _act(node, code, gr.add(node, _fc(node, x, ins[1], ins[3]), _fc(node, h, ins[2])))
+
+
 @grad_rule("UNIDIRECTIONAL_SEQUENCE_RNN", params=(1, 2, 3), output_activation=False)
 def unidirectional_sequence_rnn_grad(g: gr.GradNode):
     """h_t = act(x_t W^T + h_{t-1} R^T + b), decomposed (_decomposed)."""
@@ -1705,51 +1712,73 @@ def unidirectional_sequence_rnn_grad(g: gr.GradNode):
     code = g.opts.get("fused_activation_function", 0)
 
     def build(node: gr.GradNode, ins: dict) -> int:
-        h = ins[4]
-        outs = []
+        h, outs = ins[4], []
         for t in range(steps):
-            h = _act(node, code, gr.add(node, _fc(node, _step_input(node, ins[0], t, axis), ins[1], ins[3]),
-                                        _fc(node, h, ins[2])))
+            h = _rnn_step_ops(node, code, ins, _step_input(node, ins[0], t, axis), h)
             outs.append(h)
         return node.emit("PACK", *outs, axis=axis, values_count=steps)
     return _decomposed(g, "UNIDIRECTIONAL_SEQUENCE_RNN", build)
 
 
-@grad_rule("UNIDIRECTIONAL_SEQUENCE_LSTM", params=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17),
-           output_activation=False)
-def unidirectional_sequence_lstm_grad(g: gr.GradNode):
-    """The float LSTM step of _LstmCell (CIFG, peepholes, projection, clips), decomposed (_decomposed).
-    Layer norm and an activation of NONE (LiteRT's o * g quirk) are refused."""
+@grad_rule("RNN", params=(1, 2, 3), output_activation=False)
+def rnn_grad(g: gr.GradNode):
+    """One RNN step, decomposed (_decomposed)."""
+    code = g.opts.get("fused_activation_function", 0)
+    return _decomposed(g, "RNN", lambda node, ins: _rnn_step_ops(node, code, ins, ins[0], ins[4]))
+
+
+def _lstm_step_builder(g: gr.GradNode) -> Callable:
+    """step(node, ins, x, h, c) -> (h', c'): the float LSTM step of _LstmCell (CIFG, peepholes,
+    projection, clips) as ops. Layer norm and an activation of NONE (LiteRT's o * g quirk) are
+    refused."""
     if any(g.has(i) for i in _LN):
         raise g.fail("an LSTM with layer norm has no gradient yet")
     code = g.opts.get("fused_activation_function", 0)
     if not code:
         raise g.fail("an LSTM without a cell activation has no gradient (LiteRT computes o * g there)")
-    steps, axis = _steps(g)
-    cifg = not g.has(_W[0])
-    peephole = g.has(_PEEP[1])
+    cifg, peephole, projection = not g.has(_W[0]), g.has(_PEEP[1]), g.has(_PROJ[0])
     cell_clip, proj_clip = float(g.opts.get("cell_clip", 0.0) or 0.0), float(g.opts.get("proj_clip", 0.0) or 0.0)
 
-    def build(node: gr.GradNode, ins: dict) -> int:
-        h, c = ins[_H_STATE], ins[_C_STATE]
-        one = gr.scalar(node, 1.0)
-        outs = []
-        for t in range(steps):
-            x = _step_input(node, ins[0], t, axis)
+    def step(node: gr.GradNode, ins: dict, x: int, h: int, c: int) -> tuple[int, int]:
+        def gate(k: int, cell: int | None) -> int:
+            z = gr.add(node, _fc(node, x, ins[_W[k]], ins[_BIAS[k]]), _fc(node, h, ins[_R[k]]))
+            if cell is not None and peephole:
+                z = gr.add(node, z, gr.mul(node, cell, ins[_PEEP[{0: 0, 1: 1, 3: 2}[k]]]))
+            return z
+        f = node.emit("LOGISTIC", gate(1, c))
+        i = gr.sub(node, gr.scalar(node, 1.0), f) if cifg else node.emit("LOGISTIC", gate(0, c))
+        cand = _act(node, code, gate(2, None))
+        c = _clip(node, gr.add(node, gr.mul(node, f, c), gr.mul(node, i, cand)), cell_clip)
+        o = node.emit("LOGISTIC", gate(3, c))
+        h = gr.mul(node, o, _act(node, code, c))
+        if projection:
+            h = _clip(node, _fc(node, h, ins[_PROJ[0]], ins.get(_PROJ[1])), proj_clip)
+        return h, c
+    return step
 
-            def gate(k: int, cell: int | None) -> int:
-                z = gr.add(node, _fc(node, x, ins[_W[k]], ins[_BIAS[k]]), _fc(node, h, ins[_R[k]]))
-                if cell is not None and peephole:
-                    z = gr.add(node, z, gr.mul(node, cell, ins[_PEEP[{0: 0, 1: 1, 3: 2}[k]]]))
-                return z
-            f = node.emit("LOGISTIC", gate(1, c))
-            i = gr.sub(node, one, f) if cifg else node.emit("LOGISTIC", gate(0, c))
-            cand = _act(node, code, gate(2, None))
-            c = _clip(node, gr.add(node, gr.mul(node, f, c), gr.mul(node, i, cand)), cell_clip)
-            o = node.emit("LOGISTIC", gate(3, c))
-            h = gr.mul(node, o, _act(node, code, c))
-            if g.has(_PROJ[0]):
-                h = _clip(node, _fc(node, h, ins[_PROJ[0]], ins.get(_PROJ[1])), proj_clip)
+
+_LSTM_PARAMS = tuple(range(1, 18))
+
+
+@grad_rule("UNIDIRECTIONAL_SEQUENCE_LSTM", params=_LSTM_PARAMS, output_activation=False)
+def unidirectional_sequence_lstm_grad(g: gr.GradNode):
+    """The LSTM over a sequence, decomposed (_decomposed, _lstm_step_builder)."""
+    step = _lstm_step_builder(g)
+    steps, axis = _steps(g)
+
+    def build(node: gr.GradNode, ins: dict) -> int:
+        h, c, outs = ins[_H_STATE], ins[_C_STATE], []
+        for t in range(steps):
+            h, c = step(node, ins, _step_input(node, ins[0], t, axis), h, c)
             outs.append(h)
         return node.emit("PACK", *outs, axis=axis, values_count=steps)
     return _decomposed(g, "UNIDIRECTIONAL_SEQUENCE_LSTM", build)
+
+
+@grad_rule("LSTM", params=_LSTM_PARAMS, output_activation=False)
+def lstm_grad(g: gr.GradNode):
+    """One LSTM step, decomposed (_decomposed, _lstm_step_builder)."""
+    if g.opts.get("kernel_type", 0) != 0:
+        raise g.fail("only the FULL LSTM kernel type has a gradient")
+    step = _lstm_step_builder(g)
+    return _decomposed(g, "LSTM", lambda node, ins: step(node, ins, ins[0], ins[_H_STATE], ins[_C_STATE])[0])

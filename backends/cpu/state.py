@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, type_name
-from onert_py.backends.registry import CPU, KernelContext, Run, no_gradient, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, no_gradient, shape_rule
 from onert_py.backends.shape_rules import Node, Shape
 from onert_py.errors import ExecutionError
 
@@ -225,9 +226,60 @@ def stack_pop(ctx: KernelContext) -> Run:
     return run
 
 
+@CPU.register("OnertPyStackPopOrZeros", dtypes=("variant",))
+def stack_pop_or_zeros(ctx: KernelContext) -> Run:
+    """(stack, like) -> (its top value, or zeros shaped like `like` when it is empty; the stack below):
+    a stack of cotangents pops zeros for the values nothing downstream depended on."""
+    ctx.expect_inputs(2)
+    (s_i, like_i), (o, rest), v = ctx.inputs, ctx.outputs, ctx.values
+
+    def run() -> None:
+        cell = np.asarray(v[s_i]).reshape(())[()]
+        if cell is None:
+            like = np.asarray(v[like_i])
+            v[o], v[rest] = np.zeros(like.shape, like.dtype), _stack(None)
+            return
+        v[o], below = cell
+        v[rest] = _stack(below)
+    return run
+
+
 @shape_rule("OnertPyStackNew", "OnertPyStackPush")
 def stack_shape(n: Node) -> list[Shape | None]:
     return [()]
+
+
+@shape_rule("OnertPyStackPopOrZeros")
+def stack_pop_or_zeros_shape(n: Node) -> list[Shape | None]:
+    return [n.shape(1), ()]
+
+
+# A stack's cotangent is a stack of the cotangents of its values, in the same order: a push's gradient
+# pops the value's cotangent off its output's cotangent stack, a pop's pushes it back (second
+# derivatives through a loop's accumulators).
+
+@grad_rule("OnertPyStackPush")
+def stack_push_grad(g: gr.GradNode):
+    d = g.dy()
+    below = g.b.new_tensor(np.dtype(object), "cotangent_stack", (), "VARIANT")
+    value = g.b.new_tensor(g.in_dtype(1), "cotangent", None)
+    g.b.add_op("CUSTOM", [d, g.x(1)], [value, below], "OnertPyStackPopOrZeros", {})
+    return [below, value]
+
+
+@grad_rule("OnertPyStackPop", "OnertPyStackPopOrZeros")
+def stack_pop_grad(g: gr.GradNode):
+    dx, d_rest = g.dy(0), g.dy(1)
+    if d_rest is None:
+        d_rest = gr.empty_stack(g)
+    if dx is None:   # a zero keeps the stack's order; a value that takes no gradient gets a 0-d one
+        dx = gr.zeros_like(g, g.y(0)) if g.out_dtype(0).kind in "fO" else g.const(0.0)
+    pushed = g.emit("OnertPyStackPush", d_rest, dx, dtype=object, custom="OnertPyStackPush")
+    g.b.sg.tensors[pushed].type_name = "VARIANT"
+    return [pushed] + [None] * (len(g.op.inputs) - 1)
+
+
+grad_rule("OnertPyStackNew")(lambda g: [])
 
 
 @shape_rule("OnertPyStackPop")

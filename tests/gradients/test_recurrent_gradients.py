@@ -22,6 +22,7 @@ _spec = importlib.util.spec_from_file_location("recurrent_models", TESTS / "back
 _models = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_models)
 LSTM_CONFIGS, _rnn_model, _uni_lstm_model = _models.LSTM_CONFIGS, _models._rnn_model, _models._uni_lstm_model
+_lstm_step_model = _models._lstm_step_model
 CONFIGS = sorted(c for c, (cifg, peep, proj, proj_bias, ln) in LSTM_CONFIGS.items() if not ln)
 
 
@@ -67,3 +68,20 @@ def test_layer_norm_lstm_is_refused_by_name():
     s = onert_py.infer.session(mb.to_bytes())
     with pytest.raises(GradientError, match=r"operator 0 \(UNIDIRECTIONAL_SEQUENCE_LSTM\): an LSTM with layer norm"):
         s.gradients([np.ones(x_shape, np.float32)])
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_one_step_lstm_gradients(cfg):
+    mb, x_shape = _lstm_step_model(cfg, batch=2, n_in=3, n_cell=4)
+    x = rng(33).normal(size=x_shape).astype(np.float32)
+    check_gradients(mb, [x])
+    check_gradients(mb, [x], wrt="weights")
+
+
+@pytest.mark.parametrize("act", [1, 4])
+def test_one_step_rnn_gradients(act):
+    mb, x_shape = _rnn_model("RNN", batch=3, act=act)
+    x = rng(34).normal(size=x_shape).astype(np.float32)
+    h = 1e-2 if act == 4 else 1e-3
+    check_gradients(mb, [x], h=h)
+    check_gradients(mb, [x], wrt="weights", h=h)

@@ -4,8 +4,8 @@ the same per op)."""
 from onert_py.backends.registry import CONTROLFLOW, CPU, GRAD_RULES, load_builtin_kernels
 
 NO_RULE_YET = {
-    # fused recurrent ops still without a decomposition (UNIDIRECTIONAL_SEQUENCE_LSTM/RNN have one)
-    **dict.fromkeys(["LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "GRU"],
+    # fused recurrent ops still without a decomposition (the unidirectional and one-step LSTM/RNN have one)
+    **dict.fromkeys(["BIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "GRU"],
                     "fused recurrent op"),
     # Circle's and LiteRT's less common float ops
     **dict.fromkeys(["INSTANCE_NORM", "RMS_NORM", "ROPE", "LOCAL_RESPONSE_NORMALIZATION", "CONV_3D_TRANSPOSE",
@@ -21,8 +21,8 @@ NO_RULE_YET = {
     # weights formats: the gradient of a dense or quantized weight is not taken through its encoding
     **dict.fromkeys(["DENSIFY", "BCQ_FULLY_CONNECTED", "BCQ_GATHER"], "weight encoding"),
     # the gradient ops' own gradients (second derivatives through them)
-    **dict.fromkeys(["OnertPyConvInputGrad", "OnertPyConvFilterGrad", "OnertPyPool2DGrad", "OnertPyResizeGrad",
-                     "OnertPyStackNew", "OnertPyStackPush", "OnertPyStackPop"], "a gradient op (second order)"),
+    **dict.fromkeys(["OnertPyConvInputGrad", "OnertPyConvFilterGrad", "OnertPyPool2DGrad", "OnertPyResizeGrad"],
+                    "a gradient op (second order)"),
 }
 
 
