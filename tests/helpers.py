@@ -323,3 +323,14 @@ def check_gradients(model: Any, inputs: Sequence[np.ndarray], wrt: Sequence[str]
     for x, b in zip(inputs, before):
         np.testing.assert_array_equal(x, b)
     return grads
+
+
+def rand_f32(*shape, seed=0) -> np.ndarray:
+    """Standard normal float32 values."""
+    return rng(seed).normal(size=shape).astype(np.float32)
+
+
+def distinct_f32(*shape, seed=0, gap=0.25) -> np.ndarray:
+    """float32 values at least `gap` apart (no ties within a finite-difference step)."""
+    n = int(np.prod(shape))
+    return (rng(seed).permutation(n).astype(np.float32) * gap - n * gap / 2).reshape(shape)

@@ -1073,3 +1073,48 @@ def space_to_batch_nd_grad(g: gr.GradNode):
 @grad_rule("BATCH_TO_SPACE_ND")
 def batch_to_space_nd_grad(g: gr.GradNode):
     return [g.emit("SPACE_TO_BATCH_ND", g.dy(), g.x(1), g.x(2)), None, None]
+
+
+@CPU.register("OnertPyMatrixDiagPart", dtypes=("float32", "float16", "float64"))
+def matrix_diag_part(ctx: KernelContext) -> Run:
+    """onert-py's gradient op: the main diagonal of the innermost matrices, [..., M, N] ->
+    [..., min(M, N)] (TensorFlow's MatrixDiagPart; no TFLite op reads a diagonal)."""
+    ctx.expect_inputs(1)
+    x, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    dt = ctx.output_dtype()
+
+    def run() -> None:
+        a = np.asarray(v[x])
+        if a.ndim < 2:
+            raise ValueError("OnertPyMatrixDiagPart input must have rank >= 2")
+        v[o] = np.diagonal(a, axis1=-2, axis2=-1).astype(dt, copy=True)
+    return run
+
+
+@shape_rule("OnertPyMatrixDiagPart")
+def matrix_diag_part_shape(n: Node):
+    s = n.shape(0)
+    if s is None or len(s) < 2:
+        return [None]
+    m, k = s[-2], s[-1]
+    return [s[:-2] + (min(m, k) if m >= 0 and k >= 0 else -1,)]
+
+
+@grad_rule("OnertPyMatrixDiagPart")
+def matrix_diag_part_grad(g: gr.GradNode):
+    return [g.emit("MATRIX_SET_DIAG", gr.zeros_like(g, g.x(0)), g.dy())]
+
+
+@grad_rule("MATRIX_DIAG")
+def matrix_diag_grad(g: gr.GradNode):
+    return [g.emit("OnertPyMatrixDiagPart", g.dy(), custom="OnertPyMatrixDiagPart")]
+
+
+@grad_rule("MATRIX_SET_DIAG")
+def matrix_set_diag_grad(g: gr.GradNode):
+    # the input gets dy off the diagonal, the diagonal dy's diagonal
+    d = g.dy()
+    dx = g.emit("MATRIX_SET_DIAG", d, gr.zeros_like(g, g.x(1))) if g.differentiable(0) else None
+    dd = g.emit("OnertPyMatrixDiagPart", d, custom="OnertPyMatrixDiagPart") if g.differentiable(1) else None
+    return [dx, dd]

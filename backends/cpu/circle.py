@@ -10,7 +10,8 @@ import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
 from onert_py.backends.cpu.indexing import _check_indices
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, Shape, same_shape
 
 
@@ -374,3 +375,81 @@ def bcq_gather_shape(n: Node) -> list[Shape | None]:
 
 # Shape rules: every output has input 0's shape.
 shape_rule("INSTANCE_NORM", "RMS_NORM", "ROPE")(same_shape)
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+@grad_rule("INSTANCE_NORM", params=(1, 2))
+def instance_norm_grad(g: gr.GradNode):
+    """y = xhat * gamma + beta, xhat = (x - mean) / sqrt(var + epsilon) over the spatial axes:
+    dx = (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) / sqrt(var + epsilon) with dxhat = dy * gamma;
+    gamma gets sum(dy * xhat) and beta sum(dy) over all but the channel axis."""
+    s = g.shape(0)
+    if s is None:
+        raise g.fail("the gradient of INSTANCE_NORM needs the input's rank")
+    rank = len(s)
+    spatial = g.const(list(range(1, rank - 1)), np.int32)
+    x, d = g.x(0), g.dy()
+    eps = gr.scalar(g, float(np.float32(g.opts.get("epsilon", 0.0))), x)
+    centered = gr.sub(g, x, g.emit("MEAN", x, spatial, keep_dims=True))
+    rstd = g.emit("RSQRT", gr.add(g, g.emit("MEAN", gr.square(g, centered), spatial, keep_dims=True), eps))
+    xhat = gr.mul(g, centered, rstd)
+    flat = g.const([-1], np.int32)
+
+    def per_channel(t: int, i: int) -> int:
+        """t summed to parameter i's shape ([C] or one value, any shape as the kernel flattens it)."""
+        t = g.emit("SUM", t, g.const(list(range(rank - 1)), np.int32), keep_dims=False)
+        ps = g.shape(i)
+        if ps is None or any(k < 0 for k in ps):
+            raise g.fail(f"the gradient of INSTANCE_NORM needs the shape of input {i}")
+        if int(np.prod(ps)) == 1 and s[-1] != 1:
+            t = g.emit("SUM", t, g.const([0], np.int32), keep_dims=False)
+        return g.emit("RESHAPE", t, g.const(list(ps), np.int32))
+
+    dx = None
+    if g.differentiable(0):
+        dxhat = gr.mul(g, d, g.emit("RESHAPE", g.x(1), flat))
+        m1 = g.emit("MEAN", dxhat, spatial, keep_dims=True)
+        m2 = g.emit("MEAN", gr.mul(g, dxhat, xhat), spatial, keep_dims=True)
+        dx = gr.mul(g, gr.sub(g, gr.sub(g, dxhat, m1), gr.mul(g, xhat, m2)), rstd)
+    dgamma = per_channel(gr.mul(g, d, xhat), 1) if g.differentiable(1) else None
+    dbeta = per_channel(d, 2) if g.differentiable(2) else None
+    return [dx, dgamma, dbeta]
+
+
+@grad_rule("RMS_NORM", params=(1,))
+def rms_norm_grad(g: gr.GradNode):
+    """y = x * r * gamma, r = 1 / sqrt(mean(x^2) + epsilon) over the last axis: dx = r u - x r^3
+    mean(u x) with u = dy * gamma; gamma gets dy * x * r summed to its shape."""
+    x, d = g.x(0), g.dy()
+    last = g.const([-1], np.int32)
+    eps = gr.scalar(g, float(np.float32(g.opts.get("epsilon", 0.0))), x)
+    r = g.emit("RSQRT", gr.add(g, g.emit("MEAN", gr.square(g, x), last, keep_dims=True), eps))
+    dx = None
+    if g.differentiable(0):
+        u = gr.mul(g, d, g.x(1))
+        m = g.emit("MEAN", gr.mul(g, u, x), last, keep_dims=True)
+        dx = gr.sub(g, gr.mul(g, u, r), gr.mul(g, gr.mul(g, x, m), gr.mul(g, r, gr.square(g, r))))
+    dgamma = gr.sum_to(g, gr.mul(g, d, gr.mul(g, x, r)), g.x(1)) if g.differentiable(1) else None
+    return [dx, dgamma]
+
+
+@grad_rule("ROPE")
+def rope_grad(g: gr.GradNode):
+    """y = x * cos + R(x) * sin with R the rotation of the pairs (the halves for GPT_NEOX, adjacent
+    elements for GPT_J: R(x) = (-x1, x0)), itself a ROPE with sin 1 and cos 0. R's transpose is -R:
+    dx = dy * cos - R(dy * sin), dsin = dy * R(x), dcos = dy * x (each summed to its input's shape)."""
+    s = g.shape(0)
+    if s is None or not s or s[-1] < 0:
+        raise g.fail("the gradient of ROPE needs the input's last dimension")
+    depth, mode = s[-1], g.opts.get("mode", GPT_NEOX)
+    ones, zeros = g.const(np.ones(depth)), g.const(np.zeros(depth))
+
+    def rotate(t: int) -> int:
+        return g.emit("ROPE", t, ones, zeros, mode=mode)
+
+    x, sin, cos, d = g.x(0), g.x(1), g.x(2), g.dy()
+    dx = gr.sub(g, gr.mul(g, d, cos), rotate(gr.mul(g, d, sin))) if g.differentiable(0) else None
+    dsin = gr.mul(g, d, rotate(x)) if g.differentiable(1) else None
+    dcos = gr.mul(g, d, x) if g.differentiable(2) else None
+    return [gr.sum_to_input(g, 0, dx), gr.sum_to_input(g, 1, dsin), gr.sum_to_input(g, 2, dcos)]

@@ -507,3 +507,30 @@ def l2_normalization_grad(g: gr.GradNode):
     through = g.emit("GREATER_EQUAL", norm, eps, dtype=np.bool_)
     s = g.emit("SUM", gr.mul(g, d, y), last, keep_dims=True)
     return [gr.div(g, gr.sub(g, d, gr.mask(g, through, gr.mul(g, y, s))), g.emit("MAXIMUM", norm, eps))]
+
+
+@grad_rule("LOCAL_RESPONSE_NORMALIZATION")
+def local_response_normalization_grad(g: gr.GradNode):
+    """y = x * n^-beta, n = bias + alpha * W(x^2) with W the sum over the window of depths (c - r ..
+    c + r): dx = dy * n^-beta - 2 alpha beta x W(dy * y / n) (TensorFlow's LRNGrad; W is symmetric). W
+    is a product with the [C, C] band matrix."""
+    if not g.differentiable(0):
+        return [None]
+    s = g.shape(0)
+    if s is None or not s or s[-1] < 0:
+        raise g.fail("the gradient of LOCAL_RESPONSE_NORMALIZATION needs the number of channels")
+    o = g.opts
+    radius = int(o.get("radius", 0))
+    bias, alpha, beta = float(o.get("bias", 0.0)), float(o.get("alpha", 0.0)), float(o.get("beta", 0.0))
+    c = s[-1]
+    k = np.arange(c)
+    band = g.const((np.abs(k[:, None] - k[None, :]) <= radius).astype(np.float32))
+    x, y, d = g.x(0), g.y(), g.dy()
+
+    def window(t: int) -> int:
+        return g.emit("BATCH_MATMUL", t, band, adj_x=False, adj_y=False)
+
+    n = gr.add(g, gr.scalar(g, bias, x), gr.mul(g, gr.scalar(g, alpha, x), window(gr.square(g, x))))
+    p = g.emit("POW", n, gr.scalar(g, -beta, x))
+    inner = window(gr.div(g, gr.mul(g, d, y), n))
+    return [gr.sub(g, gr.mul(g, d, p), gr.mul(g, gr.scalar(g, 2.0 * alpha * beta, x), gr.mul(g, x, inner)))]

@@ -878,3 +878,113 @@ def segment_sum_grad(g: gr.GradNode):
 
 
 no_gradient("ONE_HOT", "WHERE", "UNIQUE", "BUCKETIZE")
+
+
+@grad_rule("DYNAMIC_UPDATE_SLICE")
+def dynamic_update_slice_grad(g: gr.GradNode):
+    # the operand gets dy with the updated window zeroed, the update the window of dy (the start clamped
+    # as the kernel clamps it so the update fits); the start indices take none
+    d = g.dy()
+    dx = g.emit("DYNAMIC_UPDATE_SLICE", d, gr.zeros_like(g, g.x(1)), g.x(2)) if g.differentiable(0) else None
+    du = None
+    if g.differentiable(1):
+        start = g.x(2)
+        if g.in_dtype(2) != np.int32:
+            start = g.emit("CAST", start, dtype=np.int32)
+        size = _shape_of(g, g.x(1))
+        hi = gr.sub(g, _shape_of(g, g.x(0)), size)
+        start = g.emit("MINIMUM", g.emit("MAXIMUM", start, g.const(0, np.int32)), hi)
+        du = g.emit("SLICE", d, start, size)
+    return [dx, du, None]
+
+
+def _segment_rows(g: gr.GradNode):
+    """For the gradients of UNSORTED_SEGMENT_*: the segment ids clipped at 0 (to gather with) and the
+    bool mask of the data rows whose id is not negative, shaped to broadcast against the data
+    (TensorFlow's _GatherDropNegatives)."""
+    sd, si = g.shape(0), g.shape(1)
+    if sd is None or si is None:
+        raise g.fail("the gradient of an unsorted segment reduction needs the ranks of the data and ids")
+    ids = g.x(1)
+    zero = g.const(0, g.in_dtype(1))
+    clipped = g.emit("MAXIMUM", ids, zero)
+    keep = g.emit("GREATER_EQUAL", ids, zero, dtype=np.bool_)
+    extra = len(sd) - len(si)
+    if extra:
+        shape = g.emit("CONCATENATION", _shape_of(g, ids), g.const(np.ones(extra), np.int32), dtype=np.int32,
+                       axis=0, fused_activation_function=0)
+        keep = g.emit("RESHAPE", keep, shape, dtype=np.bool_)
+    return clipped, keep
+
+
+def _gather_rows(g: gr.GradNode, t: int, clipped: int) -> int:
+    return g.emit("GATHER", t, clipped, axis=0, batch_dims=0)
+
+
+@grad_rule("UNSORTED_SEGMENT_SUM")
+def unsorted_segment_sum_grad(g: gr.GradNode):
+    if not g.differentiable(0):
+        return [None, None, None]
+    clipped, keep = _segment_rows(g)
+    return [gr.mask(g, keep, _gather_rows(g, g.dy(), clipped)), None, None]
+
+
+def _unsorted_segment_min_max_grad(g: gr.GradNode):
+    # TensorFlow's _UnsortedSegmentMinOrMaxGrad: the elements equal to their segment's result share its
+    # gradient equally
+    if not g.differentiable(0):
+        return [None, None, None]
+    x, ids, n = g.x(0), g.x(1), g.x(2)
+    clipped, keep = _segment_rows(g)
+    hit = g.emit("EQUAL", x, _gather_rows(g, g.y(), clipped), dtype=np.bool_)
+    hit = g.emit("LOGICAL_AND", hit, keep, dtype=np.bool_)
+    count = g.emit("UNSORTED_SEGMENT_SUM", g.emit("CAST", hit, dtype=g.b_dtype(x)), ids, n)
+    share = _gather_rows(g, gr.div(g, g.dy(), count), clipped)
+    return [gr.mask(g, hit, share), None, None]
+
+
+grad_rule("UNSORTED_SEGMENT_MAX")(_unsorted_segment_min_max_grad)
+grad_rule("UNSORTED_SEGMENT_MIN")(_unsorted_segment_min_max_grad)
+
+
+@grad_rule("UNSORTED_SEGMENT_PROD")
+def unsorted_segment_prod_grad(g: gr.GradNode):
+    # TensorFlow's _UnsortedSegmentProdGrad: prod / x, or for a zero element the product of the others
+    # (none when the segment has two zeros or more)
+    if not g.differentiable(0):
+        return [None, None, None]
+    x, ids, n, d = g.x(0), g.x(1), g.x(2), g.dy()
+    clipped, keep = _segment_rows(g)
+    zero, one = gr.scalar(g, 0.0, x), gr.scalar(g, 1.0, x)
+    is_zero = g.emit("EQUAL", x, zero, dtype=np.bool_)
+    zeros = g.emit("UNSORTED_SEGMENT_SUM", g.emit("CAST", is_zero, dtype=g.b_dtype(x)), ids, n)
+    d = gr.where(g, g.emit("GREATER", zeros, one, dtype=np.bool_), zero, d)
+    nonzero_prod = g.emit("UNSORTED_SEGMENT_PROD", gr.where(g, is_zero, one, x), ids, n)
+    partial = gr.where(g, is_zero, _gather_rows(g, nonzero_prod, clipped),
+                       gr.div(g, _gather_rows(g, g.y(), clipped), x))
+    return [gr.mul(g, gr.mask(g, keep, _gather_rows(g, d, clipped)), partial), None, None]
+
+
+@grad_rule("SPARSE_TO_DENSE")
+def sparse_to_dense_grad(g: gr.GradNode):
+    # TensorFlow's _SparseToDenseGrad: the values get dy at their indices, the default value the rest
+    dv_on, dd_on = g.differentiable(2), g.differentiable(3)
+    if not (dv_on or dd_on):
+        return [None, None, None, None]
+    si, so = g.shape(0), g.shape(1)
+    if si is None or (len(si) == 1 and (so is None or so[0] < 0)):
+        raise g.fail("the gradient of SPARSE_TO_DENSE needs the rank of the indices and of the output")
+    idx = g.x(0)
+    if len(si) < 2:                   # as the kernel reads them: one index, or indices into a vector
+        shape = [1, 1] if not si else ([-1, 1] if so[0] == 1 else [1, -1])
+        idx = g.emit("RESHAPE", idx, g.const(shape, np.int32), dtype=g.in_dtype(0))
+    d = g.dy()
+    picked = g.emit("GATHER_ND", d, idx)
+    dv = gr.sum_to(g, picked, g.x(2)) if dv_on else None
+    dd = None
+    if dd_on:
+        flat = g.emit("RESHAPE", d, g.const([-1], np.int32))
+        axis0 = g.const([0], np.int32)
+        rest = gr.sub(g, g.emit("SUM", flat, axis0, keep_dims=False), g.emit("SUM", picked, axis0, keep_dims=False))
+        dd = gr.reshape_like(g, rest, g.x(3))
+    return [None, None, dv, dd]

@@ -11,7 +11,8 @@ from onert_py.backends.cpu._common import activation_of
 from onert_py.backends.cpu.conv import conv_output_size, conv_padding, padding_code, transposed_conv_shape
 from onert_py.backends.cpu.shape import check_dtype, int_input
 from onert_py.backends.cpu.stablehlo import window_output_size
-from onert_py.backends.registry import CPU, KernelContext, Run, shape_rule
+from onert_py.backends import gradients as gr
+from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, Shape, same_shape
 
 _DILATE_TYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
@@ -202,6 +203,23 @@ shape_rule("CONV_3D_TRANSPOSE")(transposed_conv_shape)
 
 # ----------------------------------------------------------------------------- FAKE_QUANT
 
+def _nudged_range(lo: np.float32, hi: np.float32, bits: int) -> tuple[np.float32, np.float32, np.float32]:
+    """TensorFlow's nudged [min, max] (the zero point snapped to the grid) and the scale."""
+    f32 = np.float32
+    qmin = f32(0)
+    qmax = f32((1 << bits) - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = f32((hi - lo) / (qmax - qmin))
+        zp_from_min = f32(qmin - lo / scale)
+    if zp_from_min < qmin:
+        zp = qmin
+    elif zp_from_min > qmax:
+        zp = qmax
+    else:
+        zp = f32(np.floor(zp_from_min + f32(0.5)) if zp_from_min >= 0 else np.ceil(zp_from_min - f32(0.5)))
+    return f32((qmin - zp) * scale), f32((qmax - zp) * scale), scale
+
+
 @CPU.register("FAKE_QUANT", dtypes=("float32",))
 def fake_quant(ctx: KernelContext) -> Run:
     """Quantize-dequantize with TF's nudged range: clamp to [nudged_min, nudged_max], snap to the grid."""
@@ -212,20 +230,9 @@ def fake_quant(ctx: KernelContext) -> Run:
     bits = int(o.get("num_bits", 8))
     if o.get("narrow_range", False):   # LiteRT refuses it too: narrow range is meant for weights only
         raise ctx.fail("narrow_range FAKE_QUANT is not supported at runtime")
-    qmin = f32(0)
-    qmax = f32((1 << bits) - 1)
     if not lo <= hi:
         raise ctx.fail(f"min {lo} > max {hi}")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = f32((hi - lo) / (qmax - qmin))
-        zp_from_min = f32(qmin - lo / scale)
-    if zp_from_min < qmin:
-        zp = qmin
-    elif zp_from_min > qmax:
-        zp = qmax
-    else:
-        zp = f32(np.floor(zp_from_min + f32(0.5)) if zp_from_min >= 0 else np.ceil(zp_from_min - f32(0.5)))
-    nmin, nmax = f32((qmin - zp) * scale), f32((qmax - zp) * scale)
+    nmin, nmax, scale = _nudged_range(lo, hi, bits)
     inv = f32(f32(1.0) / scale)
     (x_i,), (o_i,) = ctx.inputs, ctx.outputs
     v = ctx.values
@@ -278,3 +285,19 @@ def rfft2d_shape(n: Node):
 
 # Shape rules: every output has input 0's shape.
 shape_rule("FAKE_QUANT")(same_shape)
+
+
+# ----------------------------------------------------------------------------------- gradients
+
+@grad_rule("FAKE_QUANT")
+def fake_quant_grad(g: gr.GradNode):
+    """TensorFlow's FakeQuantWithMinMaxArgsGradient: dy inside the nudged [min, max] (ends included), 0
+    outside."""
+    if not g.differentiable(0):
+        return [None]
+    o, f32 = g.opts, np.float32
+    nmin, nmax, _ = _nudged_range(f32(o.get("min", 0.0)), f32(o.get("max", 0.0)), int(o.get("num_bits", 8)))
+    x = g.x(0)
+    inside = g.emit("LOGICAL_AND", g.emit("GREATER_EQUAL", x, gr.scalar(g, float(nmin), x), dtype=np.bool_),
+                    g.emit("LESS_EQUAL", x, gr.scalar(g, float(nmax), x), dtype=np.bool_), dtype=np.bool_)
+    return [gr.mask(g, inside, g.dy())]

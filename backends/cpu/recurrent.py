@@ -1649,14 +1649,13 @@ def lstm_integer(ctx: KernelContext) -> Run:
 
 def _decomposed(g: gr.GradNode, what: str, build) -> list:
     """Replace g.op by CALL(subgraph built by build(node, inputs by op position)) and return CALL's
-    gradient, per input of the CALL (the engine reads the op's inputs after the rule)."""
+    gradient, per input of the CALL (the engine reads the op's inputs after the rule). build returns
+    the subgraph's output, or a tuple of them (one per output of the op, in order)."""
     ctx = g.engine.context
     if any(g.has(i) and g.in_dtype(i) != np.float32 for i in range(len(g.op.inputs))) or \
             any(g.has(i) and g.sg.tensors[g.op.inputs[i]].quantization is not None
                 and g.sg.tensors[g.op.inputs[i]].dtype.kind != "f" for i in range(len(g.op.inputs))):
         raise g.fail(f"only a float32 {what} has a gradient (not a hybrid or quantized one)")
-    if len(g.op.outputs) != 1:
-        raise g.fail(f"a {what} with {len(g.op.outputs)} outputs has no gradient (one output expected)")
     positions = [i for i in range(len(g.op.inputs)) if g.has(i)]
     dec = ctx.new_subgraph(f"{what.lower()}_{g.sg.index}_{g.op.index}")
     node = gr.emitter(g, dec)
@@ -1664,16 +1663,21 @@ def _decomposed(g: gr.GradNode, what: str, build) -> list:
     for i in positions:
         t = g.sg.tensors[g.op.inputs[i]]
         ins[i] = dec.add_input(t.dtype, t.name, g.shape(i))
-    dec.sg.outputs = (build(node, ins),)
+    outs = build(node, ins)
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    if len(outs) != len(g.op.outputs):
+        raise g.fail(f"a {what} with {len(g.op.outputs)} outputs has no gradient ({len(outs)} expected)")
+    dec.sg.outputs = outs     # (the engine infers its shapes when it walks it: its inputs carry theirs)
     g.op.opcode, g.op.options, g.op.inputs = "CALL", {"subgraph": dec.sg.index}, tuple(g.op.inputs[i] for i in positions)
     call = gr.GradNode(g.op, g.sg, g.b, g.cotangents, g.shapes, g.engine, g.needed)
     return GRAD_RULES["CALL"].fn(call)      # per input of the op as it now is (the CALL's)
 
 
-def _steps(g: gr.GradNode) -> tuple[int, int]:
-    """(sequence length, the time axis) of input 0, the length static."""
+def _steps(g: gr.GradNode, time_major: bool = False) -> tuple[int, int]:
+    """(sequence length, the time axis) of input 0, the length static; time_major: the option's
+    default (the kernel's)."""
     x = g.shape(0)
-    axis = 0 if g.opts.get("time_major") else 1
+    axis = 0 if g.opts.get("time_major", time_major) else 1
     if x is None or len(x) != 3 or x[axis] < 0:
         raise g.fail(f"the gradient needs a static sequence length (input shape {x})")
     return int(x[axis]), axis
@@ -1700,9 +1704,14 @@ def _clip(node: gr.GradNode, x: int, bound: float) -> int:
     return node.emit("MAXIMUM", x, gr.scalar(node, -bound, x))
 
 
-def _rnn_step_ops(node: gr.GradNode, code: int, ins: dict, x: int, h: int) -> int:
-    """h' = act(x W^T + h R^T + b) as ops."""
-    return _act(node, code, gr.add(node, _fc(node, x, ins[1], ins[3]), _fc(node, h, ins[2])))
+def _rnn_step_ops(node: gr.GradNode, code: int, ins: dict, x: int, h: int, w: tuple = (1, 2, 3),
+                  aux: tuple | None = None) -> int:
+    """h' = act(x W^T [+ aux W_aux^T] + b + h R^T) as ops; w: the (input weights, recurrent weights,
+    bias) inputs; aux: (the step's aux input, the aux weights input)."""
+    z = _fc(node, x, ins[w[0]], ins[w[2]])
+    if aux is not None:
+        z = gr.add(node, z, _fc(node, aux[0], ins[aux[1]]))
+    return _act(node, code, gr.add(node, z, _fc(node, h, ins[w[1]])))
 
 
 @grad_rule("UNIDIRECTIONAL_SEQUENCE_RNN", params=(1, 2, 3), output_activation=False)
@@ -1727,23 +1736,41 @@ def rnn_grad(g: gr.GradNode):
     return _decomposed(g, "RNN", lambda node, ins: _rnn_step_ops(node, code, ins, ins[0], ins[4]))
 
 
-def _lstm_step_builder(g: gr.GradNode) -> Callable:
-    """step(node, ins, x, h, c) -> (h', c'): the float LSTM step of _LstmCell (CIFG, peepholes,
-    projection, clips) as ops. Layer norm and an activation of NONE (LiteRT's o * g quirk) are
-    refused."""
-    if any(g.has(i) for i in _LN):
-        raise g.fail("an LSTM with layer norm has no gradient yet")
+def _layer_norm_ops(node: gr.GradNode, z: int) -> int:
+    """LiteRT's MeanStddevNormalization over the last axis as ops: (z - mean) / sqrt(var + 1e-8)."""
+    last = node.const([-1], np.int32)
+    d = gr.sub(node, z, node.emit("MEAN", z, last, keep_dims=True))
+    var = node.emit("MEAN", gr.mul(node, d, d), last, keep_dims=True)
+    return gr.mul(node, d, node.emit("RSQRT", gr.add(node, var, gr.scalar(node, float(_LN_EPS), var))))
+
+
+def _lstm_step_builder(g: gr.GradNode, off: int = 0, ln: tuple | None = _LN,
+                       aux_w: tuple | None = None) -> Callable:
+    """step(node, ins, x, h, c, aux=None) -> (h', c'): the float LSTM step of _LstmCell (CIFG,
+    peepholes, layer norm, projection, clips) as ops. off: where the direction's inputs 1..17 start
+    less one (the backward direction of BIDIRECTIONAL_SEQUENCE_LSTM: 17); ln: its layer-norm
+    coefficient inputs (None: none); aux_w: its aux weights inputs (used when present; the step then
+    takes the step's aux input). An activation of NONE (LiteRT's o * g quirk) is refused."""
     code = g.opts.get("fused_activation_function", 0)
     if not code:
         raise g.fail("an LSTM without a cell activation has no gradient (LiteRT computes o * g there)")
-    cifg, peephole, projection = not g.has(_W[0]), g.has(_PEEP[1]), g.has(_PROJ[0])
+    W, R, PEEP, BIAS, PROJ = (tuple(i + off for i in idx) for idx in (_W, _R, _PEEP, _BIAS, _PROJ))
+    cifg, peephole, projection = not g.has(W[0]), g.has(PEEP[1]), g.has(PROJ[0])
+    layer_norm = ln is not None and len(g.op.inputs) > max(ln) and g.has(ln[1])   # the kernel: all 24 inputs
+    aux_w = aux_w if aux_w is not None and g.has(aux_w[1]) else None
     cell_clip, proj_clip = float(g.opts.get("cell_clip", 0.0) or 0.0), float(g.opts.get("proj_clip", 0.0) or 0.0)
 
-    def step(node: gr.GradNode, ins: dict, x: int, h: int, c: int) -> tuple[int, int]:
+    def step(node: gr.GradNode, ins: dict, x: int, h: int, c: int, aux: int | None = None) -> tuple[int, int]:
         def gate(k: int, cell: int | None) -> int:
-            z = gr.add(node, _fc(node, x, ins[_W[k]], ins[_BIAS[k]]), _fc(node, h, ins[_R[k]]))
+            # with layer norm the bias comes after the normalisation
+            z = _fc(node, x, ins[W[k]], None if layer_norm else ins[BIAS[k]])
+            if aux_w is not None:
+                z = gr.add(node, z, _fc(node, aux, ins[aux_w[k]]))
+            z = gr.add(node, z, _fc(node, h, ins[R[k]]))
             if cell is not None and peephole:
-                z = gr.add(node, z, gr.mul(node, cell, ins[_PEEP[{0: 0, 1: 1, 3: 2}[k]]]))
+                z = gr.add(node, z, gr.mul(node, cell, ins[PEEP[{0: 0, 1: 1, 3: 2}[k]]]))
+            if layer_norm:
+                z = gr.add(node, gr.mul(node, _layer_norm_ops(node, z), ins[ln[k]]), ins[BIAS[k]])
             return z
         f = node.emit("LOGISTIC", gate(1, c))
         i = gr.sub(node, gr.scalar(node, 1.0), f) if cifg else node.emit("LOGISTIC", gate(0, c))
@@ -1752,12 +1779,12 @@ def _lstm_step_builder(g: gr.GradNode) -> Callable:
         o = node.emit("LOGISTIC", gate(3, c))
         h = gr.mul(node, o, _act(node, code, c))
         if projection:
-            h = _clip(node, _fc(node, h, ins[_PROJ[0]], ins.get(_PROJ[1])), proj_clip)
+            h = _clip(node, _fc(node, h, ins[PROJ[0]], ins.get(PROJ[1])), proj_clip)
         return h, c
     return step
 
 
-_LSTM_PARAMS = tuple(range(1, 18))
+_LSTM_PARAMS = tuple(range(1, 18)) + _LN
 
 
 @grad_rule("UNIDIRECTIONAL_SEQUENCE_LSTM", params=_LSTM_PARAMS, output_activation=False)
@@ -1782,3 +1809,113 @@ def lstm_grad(g: gr.GradNode):
         raise g.fail("only the FULL LSTM kernel type has a gradient")
     step = _lstm_step_builder(g)
     return _decomposed(g, "LSTM", lambda node, ins: step(node, ins, ins[0], ins[_H_STATE], ins[_C_STATE])[0])
+
+
+def _bidirectional_outputs_ops(g: gr.GradNode, node: gr.GradNode, fw: list, bw: list, axis: int):
+    """The decomposition's outputs: the two directions' per-step outputs (in time order) packed, then
+    concatenated on the last axis (forward units first) with merge_outputs, else two outputs."""
+    steps = len(fw)
+    seq_f = node.emit("PACK", *fw, axis=axis, values_count=steps)
+    seq_b = node.emit("PACK", *bw, axis=axis, values_count=steps)
+    if g.opts.get("merge_outputs", False):
+        return (node.emit("CONCATENATION", seq_f, seq_b, axis=2, fused_activation_function=0),)
+    return seq_f, seq_b
+
+
+def _bidirectional_checks(g: gr.GradNode, what: str) -> None:
+    merge = bool(g.opts.get("merge_outputs", False))
+    if len(g.op.outputs) != (1 if merge else 2):
+        raise g.fail(f"has {len(g.op.outputs)} outputs, expected {1 if merge else 2} (merge_outputs={merge})")
+
+
+@grad_rule("BIDIRECTIONAL_SEQUENCE_LSTM", params=tuple(range(1, 35)) + tuple(range(40, 48)),
+           output_activation=False)
+def bidirectional_sequence_lstm_grad(g: gr.GradNode):
+    """Forward and backward LSTMs, decomposed (_decomposed, _lstm_step_builder): the forward one over
+    t = 0..T-1 from states 35, 36, the backward one over T-1..0 from states 37, 38 (its input the aux
+    input 39 when that comes without aux weights; with aux weights both directions add W_aux aux)."""
+    _bidirectional_checks(g, "BIDIRECTIONAL_SEQUENCE_LSTM")
+    steps, axis = _steps(g, time_major=True)
+    has_aux = g.has(39)
+    use_aux_w = has_aux and g.has(41)
+    fw_step = _lstm_step_builder(g, 0, None, (40, 41, 42, 43) if use_aux_w else None)
+    bw_step = _lstm_step_builder(g, 17, None, (44, 45, 46, 47) if use_aux_w else None)
+    bw_x = 39 if has_aux and not use_aux_w else 0
+
+    def build(node: gr.GradNode, ins: dict):
+        def aux(t: int) -> int | None:
+            return _step_input(node, ins[39], t, axis) if use_aux_w else None
+        h, c, fw = ins[35], ins[36], []
+        for t in range(steps):
+            h, c = fw_step(node, ins, _step_input(node, ins[0], t, axis), h, c, aux(t))
+            fw.append(h)
+        h, c, bw = ins[37], ins[38], [None] * steps
+        for t in range(steps - 1, -1, -1):
+            h, c = bw_step(node, ins, _step_input(node, ins[bw_x], t, axis), h, c, aux(t))
+            bw[t] = h
+        return _bidirectional_outputs_ops(g, node, fw, bw, axis)
+    return _decomposed(g, "BIDIRECTIONAL_SEQUENCE_LSTM", build)
+
+
+@grad_rule("BIDIRECTIONAL_SEQUENCE_RNN", params=(1, 2, 3, 5, 6, 7, 10, 11), output_activation=False)
+def bidirectional_sequence_rnn_grad(g: gr.GradNode):
+    """Forward (inputs 1-4) and backward (5-8) RNNs, decomposed (_decomposed, _rnn_step_ops): the
+    backward one over T-1..0, its input the aux input 9 when that comes without aux weights; with aux
+    weights (10, 11) both directions add W_aux aux."""
+    _bidirectional_checks(g, "BIDIRECTIONAL_SEQUENCE_RNN")
+    steps, axis = _steps(g, time_major=False)
+    code = g.opts.get("fused_activation_function", 0)
+    has_aux = g.has(9)
+    use_aux_w = has_aux and g.has(10)
+    bw_x = 9 if has_aux and not use_aux_w else 0
+
+    def build(node: gr.GradNode, ins: dict):
+        def aux(t: int, w: int) -> tuple | None:
+            return (_step_input(node, ins[9], t, axis), w) if use_aux_w and g.has(w) else None
+        h, fw = ins[4], []
+        for t in range(steps):
+            h = _rnn_step_ops(node, code, ins, _step_input(node, ins[0], t, axis), h, (1, 2, 3), aux(t, 10))
+            fw.append(h)
+        h, bw = ins[8], [None] * steps
+        for t in range(steps - 1, -1, -1):
+            h = _rnn_step_ops(node, code, ins, _step_input(node, ins[bw_x], t, axis), h, (5, 6, 7), aux(t, 11))
+            bw[t] = h
+        return _bidirectional_outputs_ops(g, node, fw, bw, axis)
+    return _decomposed(g, "BIDIRECTIONAL_SEQUENCE_RNN", build)
+
+
+@grad_rule("SVDF", params=(1, 2, 3), output_activation=False)
+def svdf_grad(g: gr.GradNode):
+    """The float SVDF, decomposed (_decomposed): the state [B, filters, memory] shifted left one step
+    with W_f x as its newest column, times the time weights summed over memory, then over each unit's
+    `rank` filters, + bias, the activation. (The decomposition computes the output; the state variable
+    keeps its value, as for the other decomposed ops.)"""
+    rank = int(g.opts.get("rank", 0))
+    w_f, w_t = g.shape(1), g.shape(2)
+    if w_f is None or w_t is None or len(w_f) != 2 or len(w_t) != 2 or min(w_t) < 0 or w_f[0] < 0:
+        raise g.fail(f"the gradient needs static weights (weights_feature {w_f}, weights_time {w_t})")
+    filters, memory = int(w_t[0]), int(w_t[1])
+    units = _svdf_units(filters, rank)
+    if units < 0 or not g.has(4):
+        raise g.fail(f"rank {rank} must be positive and divide the number of filters {filters}, and the "
+                     f"state (input 4) be given")
+    code = g.opts.get("fused_activation_function", 0)
+
+    def build(node: gr.GradNode, ins: dict) -> int:
+        def i32(v) -> int:
+            return node.const(v, np.int32)
+        newest = node.emit("RESHAPE", _fc(node, ins[0], ins[1]), i32([-1, filters, 1]))
+        state = newest
+        if memory > 1:
+            old = node.emit("RESHAPE", ins[4], i32([-1, filters, memory]))
+            kept = node.emit("SLICE", old, i32([0, 0, 1]), i32([-1, -1, memory - 1]))
+            state = node.emit("CONCATENATION", kept, newest, axis=2, fused_activation_function=0)
+        per_filter = node.emit("SUM", gr.mul(node, state, ins[2]), i32([2]), keep_dims=False)
+        y = per_filter
+        if rank > 1:
+            y = node.emit("SUM", node.emit("RESHAPE", per_filter, i32([-1, units, rank])), i32([2]),
+                          keep_dims=False)
+        if 3 in ins:
+            y = gr.add(node, y, ins[3])
+        return _act(node, code, y)
+    return _decomposed(g, "SVDF", build)

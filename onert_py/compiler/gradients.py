@@ -176,7 +176,13 @@ class GradientContext:
         return SubgraphBuilder(self.model.subgraphs[si], capture)
 
     def gradient_of(self, si: int, builder: SubgraphBuilder) -> "SubgraphGradient":
-        """The walker for subgraph si's gradient, emitting through `builder`."""
+        """The walker for subgraph si's gradient, emitting through `builder`. A subgraph made while the
+        gradient is built (a rule's decomposition of its op) gets its forward shapes inferred now, from
+        its inputs' shapes."""
+        if si not in self.forward_shapes:
+            from onert_py.compiler.shape_inference import infer_shapes
+            sg = self.model.subgraphs[si]
+            self.forward_shapes[si] = infer_shapes(self.model, si, _signature_shapes(sg)).main.shapes
         return SubgraphGradient(self, self.model.subgraphs[si], builder, self.forward_shapes.get(si))
 
 

@@ -4,6 +4,7 @@ conventions."""
 import numpy as np
 import pytest
 from helpers import check_gradients, rng, single_op_model
+from helpers import distinct_f32 as distinct, rand_f32 as rand
 
 import onert_py
 from onert_py.backends.registry import GRAD_RULES, load_builtin_kernels
@@ -11,15 +12,6 @@ from onert_py.backends.registry import GRAD_RULES, load_builtin_kernels
 F32 = np.float32
 I32 = np.int32
 
-
-def rand(*shape, seed=0):
-    return rng(seed).normal(size=shape).astype(F32)
-
-
-def distinct(*shape, seed=0, gap=0.25):
-    """Values at least `gap` apart (no ties within the finite-difference step)."""
-    n = int(np.prod(shape))
-    return (rng(seed).permutation(n).astype(F32) * gap - n * gap / 2).reshape(shape)
 
 
 def model(opcode, x_shape, consts, out_shape, **options):

@@ -4,14 +4,10 @@ the same per op)."""
 from onert_py.backends.registry import CONTROLFLOW, CPU, GRAD_RULES, load_builtin_kernels
 
 NO_RULE_YET = {
-    # fused recurrent ops still without a decomposition (the unidirectional and one-step LSTM/RNN have one)
-    **dict.fromkeys(["BIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "GRU"],
-                    "fused recurrent op"),
+    # fused recurrent ops still without a decomposition (the LSTM/RNN ops and SVDF have one)
+    **dict.fromkeys(["GRU"], "fused recurrent op"),
     # Circle's and LiteRT's less common float ops
-    **dict.fromkeys(["INSTANCE_NORM", "RMS_NORM", "ROPE", "LOCAL_RESPONSE_NORMALIZATION", "CONV_3D_TRANSPOSE",
-                     "DILATE", "DYNAMIC_UPDATE_SLICE", "MATRIX_DIAG", "MATRIX_SET_DIAG", "SPARSE_TO_DENSE",
-                     "UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX",
-                     "UNSORTED_SEGMENT_MIN", "EMBEDDING_LOOKUP_SPARSE", "REDUCE_WINDOW", "FAKE_QUANT",
+    **dict.fromkeys(["CONV_3D_TRANSPOSE", "DILATE", "EMBEDDING_LOOKUP_SPARSE", "REDUCE_WINDOW",
                      "STABLEHLO_GATHER", "STABLEHLO_PAD", "STABLEHLO_REDUCE_WINDOW", "STABLEHLO_SCATTER"],
                     "float op without a rule yet"),
     # complex numbers and FFTs: nothing complex is differentiated
