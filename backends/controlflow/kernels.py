@@ -338,9 +338,15 @@ def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:
         t = tensors[body.output_indices[j]]
         make = f"empty({tuple(t.shape)!r}, {t.dtype.str!r})"
         f.lines.append(f"    B{j} = ({make}, {make})")
-    f.lines += ["    try:",
-                "        while True:"]
-    (verdict,) = f.inline(cond, xs, " " * 12)
+    # Cond steps that read only values the loop never changes (loop values the body passes through,
+    # constants) and have no state run once, before the loop: a converter's RESHAPE of the loop bound.
+    hoisted, kept = _invariant_steps(cond, body)
+    f.lines.append("    try:")
+    if hoisted:
+        f.inline(cond, xs, " " * 8, steps=hoisted)
+    f.lines.append("        while True:")
+    (verdict,) = f.inline(cond, xs, " " * 12, steps=[k for k in range(len(cond.runs)) if k not in hoisted],
+                          keep=kept)
     f.lines += [f"            c = {verdict}",
                 "            if c.__class__ is bool_:",
                 "                if not c:",
@@ -361,6 +367,26 @@ def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:
     f.release_temporaries(" " * 8)
     f.lines.append(f"    return count, [{', '.join(xs)}]")
     return f.build("loop", truth=truth, P=body.planned, empty=np.empty)
+
+
+def _invariant_steps(cond: Executor, body: Executor) -> tuple[list[int], frozenset[int]]:
+    """(the cond's steps whose inputs never change over the loop, the tensors those steps write): inputs
+    are loop values the body returns unchanged, constants, or such steps' outputs; the ops are pure
+    compute kernels (foldable: no state, no randomness)."""
+    passthrough = {k for k, (i, o) in enumerate(zip(body.input_indices, body.output_indices)) if i == o}
+    sg = cond.subgraph
+    invariant = {t for k, t in enumerate(cond.input_indices) if k in passthrough}
+    invariant.update(t.index for t in sg.tensors if t.data is not None)
+    steps, written = [], set()
+    for step, op in enumerate(cond.operations):
+        pure = op.kernel_name in CPU.kernels and not op.is_custom and CPU.attributes(op.kernel_name).foldable
+        # an output in the cond's arena could share bytes with a later step's: computed once, it must not
+        unplanned = not any(o in cond.fresh for o in op.outputs)
+        if pure and unplanned and all(t < 0 or t in invariant for t in op.inputs):
+            steps.append(step)
+            invariant.update(op.outputs)
+            written.update(op.outputs)
+    return steps, frozenset(written)
 
 
 def fuse_if(v: list, cond_slot: int, data: Sequence[int], outs: Sequence[int], then_ex: Executor,

@@ -154,6 +154,18 @@ def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
         clip(r, lo, hi, out=r)
         v[o] = r
 
+    if size == 1 and lo == -hi:
+        # One value (the [1]-shaped loop values converters emit) with no activation: the clamp only
+        # changes +-inf, which one look at the value rules out; a planned buffer saves nothing here.
+        def run_one() -> None:
+            r = fn(v[a], v[b])
+            if r.shape != out_shape:
+                r = clip(r, lo, hi)            # other shapes at run time: a fresh, clamped value
+            elif isinf(r.item()):
+                clip(r, lo, hi, out=r)
+            v[o] = r
+        return run_one
+
     if rows is not None:
         def run_rows() -> None:
             x, y = v[a], v[b]

@@ -238,9 +238,12 @@ class InlinedCode:
         self.namespace: dict = {"bool_": np.bool_, "error_at": self.error_at}
         self.callees: list[Executor] = []
 
-    def inline(self, ex: Executor, args: Sequence[str | None], indent: str) -> list[str]:
-        """Lines binding `args` (expressions, None = not passed) to ex's inputs and running its steps;
-        returns expressions for its outputs, valid until the next inline of the same executor."""
+    def inline(self, ex: Executor, args: Sequence[str | None], indent: str, steps: Sequence[int] | None = None,
+               keep: frozenset[int] = frozenset()) -> list[str]:
+        """Lines binding `args` (expressions, None = not passed) to ex's inputs and running its steps
+        (`steps` of them, all by default); returns expressions for its outputs, valid until the next
+        inline of the same executor. Tensors in `keep` are never released (values computed once, before
+        a loop, by an earlier inline of some steps)."""
         if ex not in self.callees:
             self.callees.append(ex)
             k = self.callees.index(ex)
@@ -248,11 +251,12 @@ class InlinedCode:
         k = self.callees.index(ex)
         slots, runs = f"s{k}", f"r{k}"
         self.lines.extend(f"{indent}{slots}[{i}] = {a}" for i, a in zip(ex.input_indices, args) if a is not None)
-        for step in range(len(ex.runs)):
+        for step in (range(len(ex.runs)) if steps is None else steps):
             self.lines.append(f"{indent}{runs}[{step}]()")
             self.where[len(self.lines)] = (ex, step)
-            if step in ex._release_after:
-                self.lines.append(indent + "; ".join(f"{slots}[{t}] = None" for t in ex._release_after[step]))
+            released = [t for t in ex._release_after.get(step, ()) if t not in keep]
+            if released:
+                self.lines.append(indent + "; ".join(f"{slots}[{t}] = None" for t in released))
         return [f"{slots}[{o}]" for o in ex.output_indices]
 
     def release_temporaries(self, indent: str) -> None:

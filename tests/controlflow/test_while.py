@@ -398,3 +398,48 @@ def test_fused_loop_and_per_step_loop_agree(fmt, limit):
         assert_outputs(fused, [np.array([256], F32), np.array([256], F32)])
         assert_outputs(stepped, fused)
         assert list(fused_iters.values()) == [4] and fused_iters == stepped_iters
+
+
+def _reshaped_bound_loop(bound_changes: bool):
+    """The converter's counted loop: loop values [1]-shaped, cond i < reshape(n, []), body
+    v = v * 0.5 + 1 (and, when bound_changes, n = n - 1: the bound is not loop-invariant then)."""
+    from onert_py.schema.writer import ModelBuilder
+    mb = ModelBuilder()
+    main, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
+    v, n = main.tensor("v", [1], np.float32), main.tensor("n", [1], np.int32)
+    outs = [main.tensor("i_out", [], np.int32), main.tensor("v_out", [1], np.float32), main.tensor("n_out", [1], np.int32)]
+    main.op("WHILE", [main.const("i0", np.array(0, np.int32)), v, n], outs, cond_subgraph_index=1, body_subgraph_index=2)
+    main.inputs, main.outputs = [v, n], [outs[0], outs[1]]
+    ci, cv, cn = cond.tensor("i", [], np.int32), cond.tensor("v", [1], np.float32), cond.tensor("n", [1], np.int32)
+    scalar, c = cond.tensor("n_scalar", [], np.int32), cond.tensor("c", [], np.bool_)
+    cond.op("RESHAPE", [cn, cond.const("shape", np.array([], np.int32))], [scalar])
+    cond.op("LESS", [ci, scalar], [c])
+    cond.inputs, cond.outputs = [ci, cv, cn], [c]
+    bi, bv, bn = body.tensor("i", [], np.int32), body.tensor("v", [1], np.float32), body.tensor("n", [1], np.int32)
+    i1, h, v1 = body.tensor("i1", [], np.int32), body.tensor("h", [1], np.float32), body.tensor("v1", [1], np.float32)
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [i1])
+    body.op("MUL", [bv, body.const("half", np.array([0.5], np.float32))], [h], fused_activation_function=0)
+    body.op("ADD", [h, body.const("onef", np.array([1.0], np.float32))], [v1], fused_activation_function=0)
+    n1 = bn
+    if bound_changes:
+        n1 = body.tensor("n1", [1], np.int32)
+        body.op("SUB", [bn, body.const("onei", np.array([1], np.int32))], [n1])
+    body.inputs, body.outputs = [bi, bv, bn], [i1, v1, n1]
+    mb.signature("serving_default", main)
+    return mb
+
+
+@pytest.mark.parametrize("bound_changes", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_reshaped_bound_loop(bound_changes, n):
+    """The cond's RESHAPE of a bound the body passes through runs once before the loop; a bound the
+    body changes is read every iteration. Both give the formula's results, twice in a row."""
+    s = onert_py.infer.session(_reshaped_bound_loop(bound_changes).to_bytes())
+    trips = (n + 1) // 2 if bound_changes else n     # i < n - i stops at the middle
+    want = np.array([3.0], np.float32)
+    for _ in range(trips):
+        want = want * np.float32(0.5) + np.float32(1.0)
+    for _ in range(2):
+        i, v = s.infer([np.array([3.0], np.float32), np.array([n], np.int32)])
+        assert int(i) == trips
+        np.testing.assert_array_equal(v, want)

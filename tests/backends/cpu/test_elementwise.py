@@ -296,3 +296,18 @@ def test_unsupported_types_are_prepare_errors(op, ins, out, msg):
     mb = single_op_model(op, [("a", [3], ins[0]), ("b", [3], ins[1])], [("y", [3], out)])
     with pytest.raises(onert_py.PrepareError, match=msg):
         onert_py.infer.session(mb.to_bytes("tflite"))
+
+
+@pytest.mark.parametrize("opcode", ["ADD", "MUL", "SUB", "DIV"])
+@pytest.mark.parametrize("values", [(3e38, 3e38), (-3e38, 3e38), (1.5, 2.0), (np.inf, 1.0), (np.nan, 1.0)])
+def test_one_element_arithmetic_clamps_like_litert(opcode, values):
+    # [1]-shaped values (what converters emit for loop scalars) take a fast path that only looks for
+    # +-inf; the result must stay LiteRT's builtin kernels': overflow clamped to +-FLT_MAX, NaN kept
+    # (XNNPACK, LiteRT's default, does not clamp)
+    a, b = values
+    if opcode == "SUB":
+        b = -b
+    mb = single_op_model(opcode, [("a", [1], np.float32), ("b", [1], np.float32)], [("y", [1], np.float32)],
+                         fused_activation_function=0)
+    with np.errstate(all="ignore"):
+        check_builtin(mb, [np.array([a], np.float32), np.array([b], np.float32)])
