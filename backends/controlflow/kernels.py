@@ -625,7 +625,7 @@ def while_grad(g: gr.GradNode):
     node = gr.emitter(g, bb)
     loop: list[tuple[int, int | None, str, object]] = []   # (B input, B output, kind, detail)
     counter = bb.add_input(_I32, "counter", ())
-    loop.append((counter, g_sub(node, counter), "counter", None))
+    loop.append((counter, gr.sub(node, counter, node.const(1, np.int32)), "counter", None))
     ct_in = {k: bb.add_input(body.tensors[body.inputs[k]].dtype, f"cotangent_{k}",
                              _forward_shape(ctx, body_i, body.inputs[k]), body.tensors[body.inputs[k]].type_name)
              for k in floats}
@@ -673,7 +673,7 @@ def while_grad(g: gr.GradNode):
     contributions.update(walker.elsewhere)
     for key, d in contributions.items():
         si, t = key
-        acc = bb.add_input(d_dtype(bb, d), "gradient_sum", tuple(ctx.model.subgraphs[si].tensors[t].shape))
+        acc = bb.add_input(bb.dtype(d), "gradient_sum", tuple(ctx.model.subgraphs[si].tensors[t].shape))
         loop.append((acc, gr.add(node, acc, d), "sum", key))
     bb.sg.inputs = tuple(x for x, _, _, _ in loop)
     bb.sg.outputs = tuple(out for _, out, _, _ in loop)
@@ -745,10 +745,3 @@ def _retype(tensor, dtype: np.dtype, type_name: str | None = None) -> None:
     tensor.dtype = dtype
     tensor.type_name = type_name or TYPE_NAME_BY_DTYPE[dtype]
 
-
-def g_sub(node: gr.GradNode, counter: int) -> int:
-    return node.emit("SUB", counter, node.const(1, np.int32), fused_activation_function=0)
-
-
-def d_dtype(builder, t: int) -> np.dtype:
-    return builder.sg.tensors[t].dtype

@@ -118,15 +118,14 @@ def copy_model(model: Model) -> Model:
     return dataclasses.replace(model, subgraphs=subgraphs, signatures=[])
 
 
-def split_fused_activations(sg: Subgraph, ops: set[int] | None = None) -> None:
-    """Ops with a fused activation (of `ops`, by index; all by default) write a new pre-activation
-    tensor, and a separate activation op writes their output, so that each gradient rule sees its own
-    op's output."""
+def split_fused_activations(sg: Subgraph) -> None:
+    """Ops with a fused activation on their output write a new pre-activation tensor, and a separate
+    activation op writes their output, so that each gradient rule sees its own op's output."""
     load_builtin_kernels()
     b = SubgraphBuilder(sg)
     for op in list(sg.operations):
         code = op.options.get("fused_activation_function", 0)
-        if not code or (ops is not None and op.index not in ops) or len(op.outputs) != 1:
+        if not code or len(op.outputs) != 1:
             continue
         rule = GRAD_RULES.get(op.kernel_name)
         if rule is None or not rule.output_activation:
@@ -146,6 +145,16 @@ def split_fused_activations(sg: Subgraph, ops: set[int] | None = None) -> None:
 
 # ----------------------------------------------------------------------------------- the walk
 
+def _called(op: Operation) -> list[int]:
+    """The subgraphs an op runs: the values of its options naming subgraphs (IF's then/else, WHILE's
+    cond/body, CALL's `subgraph`, STABLEHLO_CASE's branch list, ...)."""
+    out = []
+    for key, value in op.options.items():
+        if "subgraph" in key:
+            out += [v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, int)]
+    return out
+
+
 class GradientContext:
     """One gradient model being built: the model (its forward subgraphs are rewritten where control
     flow must keep values for the backward pass), the forward shapes, and the tensors of any subgraph
@@ -158,6 +167,23 @@ class GradientContext:
         self.wanted = list(wanted)
         # checkpointing: loops keep only their loop values per iteration and recompute the rest
         self.recompute = recompute
+        self._reaches: dict[int, bool] = {}       # subgraph -> it (or what it calls) holds a wanted tensor
+
+    def reaches_wanted(self, op: Operation) -> bool:
+        """op runs (directly or through nested calls) a subgraph holding a tensor the caller wants a
+        gradient for: it is on the path whatever its inputs."""
+        return any(self._subgraph_reaches_wanted(si) for si in _called(op))
+
+    def _subgraph_reaches_wanted(self, si: int, seen: frozenset = frozenset()) -> bool:
+        if si in self._reaches:
+            return self._reaches[si]
+        if si in seen or not 0 <= si < len(self.model.subgraphs):
+            return False
+        found = any(s == si for s, _ in self.wanted) or any(
+            self._subgraph_reaches_wanted(inner, seen | {si})
+            for op in self.model.subgraphs[si].operations for inner in _called(op))
+        self._reaches[si] = found
+        return found
 
     def wanted_in(self, si: int) -> list[int]:
         """Tensors of a called subgraph si whose gradients were asked for, but not its inputs: a constant
@@ -200,15 +226,14 @@ class SubgraphGradient:
         self.shapes = shapes
         self.elsewhere: dict[tuple[int, int], int] = {}
 
-    def on_path(self, sources: set[int], sinks: set[int], everything_depends: bool = False
-                ) -> tuple[list[Operation], set[int]]:
+    def on_path(self, sources: set[int], sinks: set[int]) -> tuple[list[Operation], set[int]]:
         """The ops between `sources` (tensors the gradient is wanted for) and `sinks` (tensors that have
         cotangents), in execution order, and the float tensors on that path. Ops that run subgraphs
         holding wanted tensors depend on them whatever their inputs."""
         order = execution_order(self.sg)
         depends = set(sources)
         for op in order:
-            if everything_depends or any(t in depends for t in op.inputs if t >= 0) or self._reaches_wanted(op):
+            if any(t in depends for t in op.inputs if t >= 0) or self.context.reaches_wanted(op):
                 # float values carry gradients; variant ones (a gradient model's loop accumulators) are
                 # followed too, so that an op holding them without a rule is refused, not skipped
                 depends.update(t for t in op.outputs if self.sg.tensors[t].dtype.kind in "fO")
@@ -220,22 +245,6 @@ class SubgraphGradient:
                 needed.update(t for t in op.inputs if t >= 0 and t in depends)
         path.reverse()
         return path, needed
-
-    def _reaches_wanted(self, op: Operation) -> bool:
-        """op runs (directly or not) a subgraph with a tensor the caller wants a gradient for."""
-        wanted = {s for s, _ in self.context.wanted}
-        seen: set[int] = set()
-        stack = [v for k, v in op.options.items() if k.endswith("subgraph_index") and isinstance(v, int)]
-        while stack:
-            si = stack.pop()
-            if si in seen or not 0 <= si < len(self.context.model.subgraphs):
-                continue
-            seen.add(si)
-            if si in wanted:
-                return True
-            for inner in self.context.model.subgraphs[si].operations:
-                stack += [v for k, v in inner.options.items() if k.endswith("subgraph_index") and isinstance(v, int)]
-        return False
 
     def run(self, cotangents: dict[int, int], wanted: Sequence[int]) -> dict[int, int | None]:
         """Cotangents of `wanted` tensors (None when structurally zero), from `cotangents`: forward
@@ -369,7 +378,8 @@ def gradient_model(model: Model, wrt: Sequence[str] | str | None = None, subgrap
     for si, t in targets:
         d = grads.get(t) if si == k else engine.elsewhere.get((si, t))
         if d is None:   # structurally zero
-            d = zeros_like(engine.node(), t if si == k else b.constant(gm.subgraphs[si].tensors[t].data, "weight"))
+            d = zeros_like(engine.node(), t) if si == k else \
+                b.constant(np.zeros_like(gm.subgraphs[si].tensors[t].data), "zero_gradient")
         outputs.append(d)
     main.outputs = tuple(outputs)
     _fill_shapes(gm, k)

@@ -166,7 +166,10 @@ def _call_model() -> ModelBuilder:
 
 def test_call_gradients():
     r = rng(11)
-    check_gradients(_call_model(), [r.normal(size=4).astype(np.float32), r.normal(size=4).astype(np.float32)])
+    xs = [r.normal(size=4).astype(np.float32), r.normal(size=4).astype(np.float32)]
+    check_gradients(_call_model(), xs)
+    # a constant inside the called subgraph: CALL is on the path through its `subgraph` option alone
+    check_gradients(_call_model(), xs, wrt=["f:c"])
 
 
 @pytest.mark.parametrize("index", [0, 1, 2, 5])
