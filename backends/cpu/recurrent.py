@@ -951,9 +951,11 @@ def unidirectional_sequence_rnn(ctx: KernelContext) -> Run:
     """RNN over [T, B, in] (time_major) or [B, T, in]; output the hidden state of every step."""
     steps, batch, n_input = _sequence_dims(ctx)
     cell = _rnn_common(ctx, n_input)
-    if isinstance(cell, _HybridRnnCell):
-        return _sequence_rnn_hybrid(ctx, cell, batch)
     time_major = bool(ctx.options.get("time_major", False))
+    if isinstance(cell, _HybridRnnCell):
+        # LiteRT's hybrid kernel: time major, one RnnBatchStep per step on the whole batch; batch
+        # major, each batch row stepped on its own (its zero-input skip is then per row)
+        cell.skip_per_row = not time_major
     h_i = _state_slot(ctx, 4, "hidden_state", (batch, cell.units))
     v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
     units = cell.units
@@ -962,28 +964,10 @@ def unidirectional_sequence_rnn(ctx: KernelContext) -> Run:
         x = v[x_i]
         lead = x.shape[:2]
         b = lead[1] if time_major else lead[0]
-        xw = cell.project(x.reshape(-1, x.shape[2])).reshape(lead + (units,))
+        # the input side of every step at once (the hybrid cell keeps x as it is for its steps)
+        xw = cell.project(x.reshape(-1, x.shape[2])).reshape(lead + (-1,))
         out = np.empty(_sequence_output_shape(x.shape, units), _F32)
         h, _ = _run_sequence(cell, xw, np.reshape(v[h_i], (b, units)), None, out, time_major)
-        v[h_i] = h
-        v[o] = out
-    return run
-
-
-def _sequence_rnn_hybrid(ctx: KernelContext, cell: _HybridRnnCell, batch: int) -> Run:
-    """The hybrid UNIDIRECTIONAL_SEQUENCE_RNN: time major, one RnnBatchStep per step on the whole batch;
-    batch major, LiteRT steps each batch row on its own (its zero-input skip is then per row)."""
-    time_major = bool(ctx.options.get("time_major", False))
-    cell.skip_per_row = not time_major
-    h_i = _state_slot(ctx, 4, "hidden_state", (batch, cell.units))
-    v, x_i, o = ctx.values, ctx.inputs[0], ctx.outputs[0]
-    units = cell.units
-
-    def run() -> None:
-        x = v[x_i]
-        b = x.shape[1] if time_major else x.shape[0]
-        out = np.empty(_sequence_output_shape(x.shape, units), _F32)
-        h, _ = _run_sequence(cell, x, np.reshape(v[h_i], (b, units)), None, out, time_major)
         v[h_i] = h
         v[o] = out
     return run
