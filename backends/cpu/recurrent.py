@@ -622,14 +622,21 @@ def unidirectional_sequence_lstm_shape(n: Node) -> list[Shape | None]:
     return _outputs(n, [_sequence_output(n, _lstm_states(n, True))])
 
 
-@CPU.register("LSTM", dtypes=("float32",))
-def lstm(ctx: KernelContext) -> Run:
-    """One LSTM step (kernel_type FULL): input [B, in], output h' [B, n_output]; state in 18, 19."""
+def _lstm_step_input(ctx: KernelContext) -> tuple[int, ...]:
+    """The one-step LSTM's checks: kernel_type FULL (BASIC is the quantized 5-input form) and a 2-D
+    [batch, input] input, whose shape is returned."""
     if ctx.options.get("kernel_type", 0) != 0:
         raise ctx.fail("only the FULL LSTM kernel type is supported (BASIC is the quantized 5-input form)")
     shape = tuple(ctx.input_tensor(0).shape)
     if len(shape) != 2:
         raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
+    return shape
+
+
+@CPU.register("LSTM", dtypes=("float32",))
+def lstm(ctx: KernelContext) -> Run:
+    """One LSTM step (kernel_type FULL): input [B, in], output h' [B, n_output]; state in 18, 19."""
+    shape = _lstm_step_input(ctx)
     cell = _lstm_cell(ctx, shape[1])
     h_i = _state_slot(ctx, _H_STATE, "output_state", (shape[0], cell.n_output))
     c_i = _state_slot(ctx, _C_STATE, "cell_state", (shape[0], cell.n_cell))
@@ -1600,11 +1607,7 @@ def unidirectional_sequence_lstm_integer(ctx: KernelContext) -> Run:
 def lstm_integer(ctx: KernelContext) -> Run:
     """LiteRT's full-integer LSTM step (kernel_type FULL, 8x8_16 with five intermediates; the 8x8_8 form
     with twelve is refused): input [B, in], output the new int8 output state."""
-    if ctx.options.get("kernel_type", 0) != 0:
-        raise ctx.fail("only the FULL LSTM kernel type is supported")
-    shape = tuple(ctx.input_tensor(0).shape)
-    if len(shape) != 2:
-        raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
+    shape = _lstm_step_input(ctx)
     cell = _IntegerLstmCell(ctx, shape[1])
     h_i = _state_slot(ctx, _H_STATE, "output_state", (shape[0], cell.n_output))
     c_i = _state_slot(ctx, _C_STATE, "cell_state", (shape[0], cell.n_cell))
