@@ -334,3 +334,45 @@ def distinct_f32(*shape, seed=0, gap=0.25) -> np.ndarray:
     """float32 values at least `gap` apart (no ties within a finite-difference step)."""
     n = int(np.prod(shape))
     return (rng(seed).permutation(n).astype(np.float32) * gap - n * gap / 2).reshape(shape)
+
+
+# The LSTM variants the recurrent tests build: name -> (cifg, peephole, projection, projection bias,
+# layer norm).
+LSTM_CONFIGS = {
+    "plain": (False, False, False, False, False),
+    "cifg": (True, False, False, False, False),
+    "peephole": (False, True, False, False, False),
+    "cifg_peephole": (True, True, False, False, False),
+    "projection": (False, False, True, True, False),
+    "projection_nobias": (False, True, True, False, False),
+    "layer_norm": (False, False, False, False, True),
+    "layer_norm_cifg_peephole_proj": (True, True, True, True, True),
+    "all": (False, True, True, True, True),
+}
+
+
+def run_litert_builtin_invokes(mb: ModelBuilder, feeds: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+    """LiteRT's builtin kernels (no delegate) on one interpreter invoked once per feed, so that a
+    stateful op's state carries over: the outputs of each invoke."""
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    it = litert.Interpreter(model_content=mb.to_bytes("tflite"),
+                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it.allocate_tensors()
+    expected = []
+    for feed in feeds:
+        for d, x in zip(it.get_input_details(), feed):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        expected.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+    return expected
+
+
+def corpus_model_bytes(corpus: "os.PathLike | str", name: str, fmt: str) -> bytes:
+    """A corpus model's bytes as stored (tflite) or re-encoded by onert-py's writer (circle)."""
+    from pathlib import Path
+    from onert_py.schema.writer import serialize
+    data = (Path(corpus) / f"{name}.tflite").read_bytes()
+    if fmt == "circle":
+        data = serialize(onert_py.load_model(data), "circle")
+        assert data[4:8] == b"CIR0"
+    return data

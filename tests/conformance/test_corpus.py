@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 import onert_py
+from helpers import corpus_model_bytes
 from onert_py.compiler import unsupported_ops
-from onert_py.schema.writer import serialize
 
 CORPUS = Path(__file__).parent / "corpus"
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
@@ -100,11 +100,7 @@ def _load_runs(name: str):
 
 
 def _model_bytes(name: str, fmt: str) -> bytes:
-    data = (CORPUS / f"{name}.tflite").read_bytes()
-    if fmt == "circle":
-        data = serialize(onert_py.load_model(data), "circle")
-        assert data[4:8] == b"CIR0"
-    return data
+    return corpus_model_bytes(CORPUS, name, fmt)
 
 
 def _compare(got, expected, rtol, atol, what):

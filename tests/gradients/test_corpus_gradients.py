@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from onert_py.schema.writer import serialize
+from helpers import corpus_model_bytes
 
 CORPUS = Path(__file__).parents[1] / "conformance" / "corpus"
 GRADIENTS = CORPUS / "gradients"
@@ -49,11 +49,7 @@ def test_manifest():
 
 
 def _model_bytes(name: str, fmt: str) -> bytes:
-    data = (CORPUS / f"{name}.tflite").read_bytes()
-    if fmt == "circle":
-        data = serialize(onert_py.load_model(data), "circle")
-        assert data[4:8] == b"CIR0"
-    return data
+    return corpus_model_bytes(CORPUS, name, fmt)
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "circle"])

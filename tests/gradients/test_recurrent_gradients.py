@@ -12,7 +12,7 @@ import pytest
 import importlib.util
 
 import onert_py
-from helpers import check_gradients, rng
+from helpers import LSTM_CONFIGS, check_gradients, rng
 from onert_py.errors import GradientError
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ CORPUS = TESTS / "conformance" / "corpus"
 _spec = importlib.util.spec_from_file_location("recurrent_models", TESTS / "backends" / "cpu" / "test_recurrent.py")
 _models = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_models)
-LSTM_CONFIGS, _rnn_model, _uni_lstm_model = _models.LSTM_CONFIGS, _models._rnn_model, _models._uni_lstm_model
+_rnn_model, _uni_lstm_model = _models._rnn_model, _models._uni_lstm_model
 _lstm_step_model = _models._lstm_step_model
 CONFIGS = sorted(c for c, (cifg, peep, proj, proj_bias, ln) in LSTM_CONFIGS.items() if not ln)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import check_gradients, rng
+from helpers import LSTM_CONFIGS, check_gradients, rng
 
 import onert_py
 from onert_py.errors import GradientError
@@ -20,7 +20,6 @@ _spec = importlib.util.spec_from_file_location("recurrent_models_more",
                                                TESTS / "backends" / "cpu" / "test_recurrent.py")
 _models = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_models)
-LSTM_CONFIGS = _models.LSTM_CONFIGS
 LN_CONFIGS = sorted(c for c, v in LSTM_CONFIGS.items() if v[4])
 
 

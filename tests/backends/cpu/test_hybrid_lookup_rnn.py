@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import FORMATS, rng, run_litert_builtin, run_onert, single_op_model
+from helpers import FORMATS, rng, run_litert_builtin, run_litert_builtin_invokes, run_onert, single_op_model
 from onert_py.schema.writer import ModelBuilder
 
 
@@ -139,16 +139,7 @@ def _rnn_feeds(r, shape, n=3, magnitude=1.0, zero_rows=False):
 def _check_invokes(mb, feeds, exact=True, rtol=0.0):
     """One LiteRT (builtin kernels) interpreter and one onert-py session per format, invoked once per feed
     so the hidden state carries over; bit-exact unless `exact` is False (then within rtol)."""
-    litert = pytest.importorskip("ai_edge_litert.interpreter")
-    it = litert.Interpreter(model_content=mb.to_bytes("tflite"),
-                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    it.allocate_tensors()
-    expected = []
-    for feed in feeds:
-        for d, x in zip(it.get_input_details(), feed):
-            it.set_tensor(d["index"], x)
-        it.invoke()
-        expected.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+    expected = run_litert_builtin_invokes(mb, feeds)
     for fmt in FORMATS:
         sess = onert_py.infer.session(mb.to_bytes(fmt))
         for k, (feed, exp) in enumerate(zip(feeds, expected)):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import FORMATS, litert_interpreter, rng
+from helpers import FORMATS, LSTM_CONFIGS, litert_interpreter, rng
 from onert_py.schema.writer import ModelBuilder
 
 F32 = np.float32
@@ -65,18 +65,6 @@ def _lstm_inputs(sg, g, prefix, n_in, n_cell, *, cifg, peephole, proj, proj_bias
     return ins, lns, n_out, aux
 
 
-LSTM_CONFIGS = {
-    # name: (cifg, peephole, proj, proj_bias, ln)
-    "plain": (False, False, False, False, False),
-    "cifg": (True, False, False, False, False),
-    "peephole": (False, True, False, False, False),
-    "cifg_peephole": (True, True, False, False, False),
-    "projection": (False, False, True, True, False),
-    "projection_nobias": (False, True, True, False, False),
-    "layer_norm": (False, False, False, False, True),
-    "layer_norm_cifg_peephole_proj": (True, True, True, True, True),
-    "all": (False, True, True, True, True),
-}
 
 
 def _uni_lstm_model(cfg, *, batch, steps, time_major, n_in=5, n_cell=6, act=4, cell_clip=0.0, proj_clip=0.0,

@@ -9,23 +9,11 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import FORMATS, rng, run_litert_builtin, run_onert
+from helpers import FORMATS, LSTM_CONFIGS, rng, run_litert_builtin, run_litert_builtin_invokes, run_onert
 from onert_py.schema.writer import ModelBuilder
 
 F32 = np.float32
 
-LSTM_CONFIGS = {
-    # name: (cifg, peephole, proj, proj_bias, ln)
-    "plain": (False, False, False, False, False),
-    "cifg": (True, False, False, False, False),
-    "peephole": (False, True, False, False, False),
-    "cifg_peephole": (True, True, False, False, False),
-    "projection": (False, False, True, True, False),
-    "projection_nobias": (False, True, True, False, False),
-    "layer_norm": (False, False, False, False, True),
-    "layer_norm_cifg_peephole_proj": (True, True, True, True, True),
-    "all": (False, True, True, True, True),
-}
 
 
 def _lstm_params(sg, g, n_in, n_cell, cfg, wq=None):
@@ -101,16 +89,7 @@ def _ulps(a, e):
 def _check_invokes(mb, feeds, rtol=0.0, atol=0.0):
     """One LiteRT (builtin kernels) interpreter and one onert-py session per format, invoked once per
     feed; bit-exact when rtol and atol are 0."""
-    litert = pytest.importorskip("ai_edge_litert.interpreter")
-    it = litert.Interpreter(model_content=mb.to_bytes("tflite"),
-                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    it.allocate_tensors()
-    expected = []
-    for feed in feeds:
-        for d, x in zip(it.get_input_details(), feed):
-            it.set_tensor(d["index"], x)
-        it.invoke()
-        expected.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+    expected = run_litert_builtin_invokes(mb, feeds)
     worst = 0
     for fmt in FORMATS:
         sess = onert_py.infer.session(mb.to_bytes(fmt))

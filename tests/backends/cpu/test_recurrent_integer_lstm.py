@@ -14,22 +14,11 @@ import pytest
 import onert_py
 from onert_py.errors import PrepareError
 from onert_py.schema.writer import ModelBuilder
-from helpers import FORMATS, check_builtin, rng
+from helpers import FORMATS, LSTM_CONFIGS, check_builtin, rng
 
 I8, I16, I32 = np.int8, np.int16, np.int32
 
-CONFIGS = {
-    # name: (cifg, peephole, projection, projection bias, layer norm)
-    "plain": (False, False, False, False, False),
-    "cifg": (True, False, False, False, False),
-    "peephole": (False, True, False, False, False),
-    "cifg_peephole": (True, True, False, False, False),
-    "projection": (False, False, True, True, False),
-    "projection_nobias": (False, True, True, False, False),
-    "layer_norm": (False, False, False, False, True),
-    "layer_norm_cifg_peephole_proj": (True, True, True, True, True),
-    "all": (False, True, True, True, True),
-}
+CONFIGS = LSTM_CONFIGS
 
 
 def _model(cfg: str, *, batch=2, steps=3, n_in=5, n_cell=4, time_major=False, seed=0, x_q=(0.05, 3),

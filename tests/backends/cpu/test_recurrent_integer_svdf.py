@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import FORMATS, rng, run_onert
+from helpers import FORMATS, rng, run_litert_builtin_invokes, run_onert
 from onert_py.schema.writer import ModelBuilder
 
 
@@ -61,16 +61,7 @@ def _feeds(r, shape, n):
 def _check_invokes(mb, feeds):
     """One LiteRT (builtin kernels) interpreter and one onert-py session per format, invoked once per feed
     so the state carries over; every output equal. Returns LiteRT's outputs."""
-    litert = pytest.importorskip("ai_edge_litert.interpreter")
-    it = litert.Interpreter(model_content=mb.to_bytes("tflite"),
-                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    it.allocate_tensors()
-    expected = []
-    for feed in feeds:
-        for d, x in zip(it.get_input_details(), feed):
-            it.set_tensor(d["index"], x)
-        it.invoke()
-        expected.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+    expected = run_litert_builtin_invokes(mb, feeds)
     for fmt in FORMATS:
         sess = onert_py.infer.session(mb.to_bytes(fmt))
         for k, (feed, exp) in enumerate(zip(feeds, expected)):
