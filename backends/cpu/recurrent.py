@@ -1050,6 +1050,28 @@ def _svdf_units(filters: int, rank: int) -> int:
     return filters // rank if rank > 0 and filters >= 0 and filters % rank == 0 else -1
 
 
+def _svdf_geometry(ctx: KernelContext, w_f: np.ndarray, w_t: np.ndarray) -> tuple[int, int, int, int, int]:
+    """SVDF's shapes, checked as every SVDF kernel needs them: input 0 [batch, in], weights_feature
+    [filters, in], weights_time [filters, memory], a rank dividing the filters, the activation state
+    (input 4) present. Returns (batch, filters, units, memory, rank)."""
+    shape = tuple(ctx.input_tensor(0).shape)
+    if len(shape) != 2:
+        raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
+    batch, n_input = shape
+    rank = int(ctx.options.get("rank", 0))
+    if w_f.ndim != 2 or w_f.shape[1] != n_input:
+        raise ctx.fail(f"weights_feature has shape {list(w_f.shape)}, expected [filters, {n_input}]")
+    filters = w_f.shape[0]
+    units = _svdf_units(filters, rank)
+    if units < 0:
+        raise ctx.fail(f"rank {rank} must be positive and divide the number of filters {filters}")
+    if w_t.ndim != 2 or w_t.shape[0] != filters:
+        raise ctx.fail(f"weights_time has shape {list(w_t.shape)}, expected [{filters}, memory_size]")
+    if len(ctx.inputs) != 5:
+        raise ctx.fail("input 4 (activation_state) is required")
+    return batch, filters, units, w_t.shape[1], rank
+
+
 @CPU.register("SVDF", dtypes=("float32",))
 def svdf(ctx: KernelContext) -> Run:
     """Rank-`rank` SVDF: the state [B, filters, memory] shifts left one step and takes W_f x as its newest
@@ -1058,25 +1080,9 @@ def svdf(ctx: KernelContext) -> Run:
     if is_hybrid(ctx):
         return _svdf_hybrid(ctx)
     _require_float(ctx)
-    shape = tuple(ctx.input_tensor(0).shape)
-    if len(shape) != 2:
-        raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
-    batch, n_input = shape
-    rank = int(ctx.options.get("rank", 0))
-    w_f = _weight(ctx, 1, "weights_feature")
-    if w_f.ndim != 2 or w_f.shape[1] != n_input:
-        raise ctx.fail(f"weights_feature has shape {list(w_f.shape)}, expected [filters, {n_input}]")
-    filters = w_f.shape[0]
-    units = _svdf_units(filters, rank)
-    if units < 0:
-        raise ctx.fail(f"rank {rank} must be positive and divide the number of filters {filters}")
-    w_t = _weight(ctx, 2, "weights_time")
-    if w_t.ndim != 2 or w_t.shape[0] != filters:
-        raise ctx.fail(f"weights_time has shape {list(w_t.shape)}, expected [{filters}, memory_size]")
-    memory = w_t.shape[1]
+    w_f, w_t = _weight(ctx, 1, "weights_feature"), _weight(ctx, 2, "weights_time")
+    batch, filters, units, memory, rank = _svdf_geometry(ctx, w_f, w_t)
     bias = _weight(ctx, 3, "bias", (units,), optional=True)
-    if len(ctx.inputs) != 5:
-        raise ctx.fail("input 4 (activation_state) is required")
     s_i = _state_slot(ctx, 4, "activation_state", (batch, filters * memory))
     wf_t = np.ascontiguousarray(w_f.T)                                   # [in, filters]
     act = fused_activation(ctx.options.get("fused_activation_function", 0))
@@ -1108,17 +1114,12 @@ def _svdf_hybrid(ctx: KernelContext) -> Run:
     input rows quantized as hybrid_quantize_rows; the time weights are dequantized once (float32(int8) *
     scale) and each filter's dot product with its state row is summed in float32 in memory order, then
     the rank's filters in order, + bias, then the activation."""
-    shape = tuple(ctx.input_tensor(0).shape)
-    if len(shape) != 2:
-        raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
     for k in (3, 4):
         t = ctx.input_tensor(k) if ctx.has_input(k) else None
         if t is not None and t.dtype != _F32:
             raise ctx.fail(f"input {k} has type {t.dtype.name}; a hybrid SVDF needs float32")
     if ctx.output_dtype(0) != _F32:
         raise ctx.fail(f"output 0 has type {ctx.output_dtype(0).name}; a hybrid SVDF needs float32")
-    batch, n_input = shape
-    rank = int(ctx.options.get("rank", 0))
     scales = []
     for i, name in ((1, "weights_feature"), (2, "weights_time")):
         t = ctx.input_tensor(i)
@@ -1127,20 +1128,10 @@ def _svdf_hybrid(ctx: KernelContext) -> Run:
             raise ctx.fail(f"input {i} ({name}) of a hybrid SVDF must be int8 with quantization")
         scales.append(_hybrid_weight_scale(ctx, i, name))
     w_f = _HybridRnnCell._const(ctx, 1, "weights_feature")
-    if w_f.ndim != 2 or w_f.shape[1] != n_input:
-        raise ctx.fail(f"weights_feature has shape {list(w_f.shape)}, expected [filters, {n_input}]")
-    filters = w_f.shape[0]
-    units = _svdf_units(filters, rank)
-    if units < 0:
-        raise ctx.fail(f"rank {rank} must be positive and divide the number of filters {filters}")
     w_t8 = _HybridRnnCell._const(ctx, 2, "weights_time")
-    if w_t8.ndim != 2 or w_t8.shape[0] != filters:
-        raise ctx.fail(f"weights_time has shape {list(w_t8.shape)}, expected [{filters}, memory_size]")
-    memory = w_t8.shape[1]
+    batch, filters, units, memory, rank = _svdf_geometry(ctx, w_f, w_t8)
     w_t = (w_t8.astype(_F32) * scales[1]).astype(_F32)
     bias = _weight(ctx, 3, "bias", (units,), optional=True)
-    if len(ctx.inputs) != 5:
-        raise ctx.fail("input 4 (activation_state) is required")
     s_i = _state_slot(ctx, 4, "activation_state", (batch, filters * memory))
     wf_t = np.ascontiguousarray(w_f.T.astype(np.float64))
     row_sums = w_f.astype(np.int64).sum(axis=1)
@@ -1223,27 +1214,14 @@ def svdf_integer(ctx: KernelContext) -> Run:
     m2 = state_scale * wt_scale / out_scale (both scales in float32 as LiteRT's Prepare computes them).
     LiteRT accepts only a RELU fused activation, yet applies none (the output is clamped to int8 only)."""
     ctx.expect_inputs(4, 5)
-    shape = tuple(ctx.input_tensor(0).shape)
-    if len(shape) != 2:
-        raise ctx.fail(f"input must be 2-D [batch, input], has shape {list(shape)}")
-    batch, n_input = shape
     act = int(ctx.options.get("fused_activation_function", 0))
     if act != 1:
         raise ctx.fail(f"an integer SVDF supports only the RELU fused activation (LiteRT's kernel), "
                        f"has {act}")
-    rank = int(ctx.options.get("rank", 0))
     q_in = _svdf_int_tensor(ctx, 0, "input", "INT8")
     q_f, w_f = _svdf_int_tensor(ctx, 1, "weights_feature", "INT8", const=True)
-    if w_f.ndim != 2 or w_f.shape[1] != n_input:
-        raise ctx.fail(f"weights_feature has shape {list(w_f.shape)}, expected [filters, {n_input}]")
-    filters = w_f.shape[0]
-    units = _svdf_units(filters, rank)
-    if units < 0:
-        raise ctx.fail(f"rank {rank} must be positive and divide the number of filters {filters}")
     q_t, w_t = _svdf_int_tensor(ctx, 2, "weights_time", "INT16", const=True)
-    if w_t.ndim != 2 or w_t.shape[0] != filters:
-        raise ctx.fail(f"weights_time has shape {list(w_t.shape)}, expected [{filters}, memory_size]")
-    memory = w_t.shape[1]
+    batch, filters, units, memory, rank = _svdf_geometry(ctx, w_f, w_t)
     bias = None
     if ctx.has_input(3):
         b_t = ctx.input_tensor(3)
@@ -1255,8 +1233,6 @@ def svdf_integer(ctx: KernelContext) -> Run:
         if bias.shape != (units,):
             raise ctx.fail(f"input 3 (bias) has shape {list(bias.shape)}, expected [{units}]")
         bias = np.asarray(bias, _I64S)
-    if len(ctx.inputs) != 5:
-        raise ctx.fail("input 4 (activation_state) is required")
     q_s = _svdf_int_tensor(ctx, 4, "activation_state", "INT16")
     s_i = _state_slot(ctx, 4, "activation_state", (batch, filters * memory))
     if ctx.output_dtype(0) != np.int8:
