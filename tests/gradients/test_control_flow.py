@@ -281,3 +281,16 @@ def test_second_derivatives_through_a_cond_inside_a_loop():
     outs = onert_py.infer.session(data).infer(xs)
     cts = [rng(17).normal(size=np.shape(o)).astype(np.float32) for o in outs if o.dtype.kind == "f"]
     check_gradients(serialize(gradient_model(onert_py.load_model(data)).model, "tflite"), xs + cts)
+
+def test_bad_cotangents_are_named_and_nothing_is_modified():
+    mb = _loop_model(2, np.eye(3, dtype=np.float32))
+    s = onert_py.infer.session(mb.to_bytes())
+    xs = [np.ones((2, 3), np.float32), np.zeros(3, np.float32)]
+    ct = np.ones((2, 3), np.float32)
+    before = [x.copy() for x in xs] + [ct.copy()]
+    with pytest.raises(onert_py.errors.InputError, match="output_gradients: 1 given, the model has 2 outputs"):
+        s.gradients(xs, [ct])
+    with pytest.raises(onert_py.errors.InputError, match=r"cotangent/y.*has shape \[3, 2\]"):
+        s.gradients(xs, [ct.reshape(3, 2), None])
+    for a, b in zip(xs + [ct], before):
+        np.testing.assert_array_equal(a, b)

@@ -40,3 +40,9 @@ def test_grad_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no tensor named 'nope'" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "g.circle").exists()
+
+
+def test_grad_refuses_a_subgraph_that_does_not_exist(tmp_path, capsys):
+    assert main(["grad", str(CORPUS / "while_nested.tflite"), "-o", str(tmp_path / "g.circle"), "--subgraph", "9"]) == 2
+    assert "--subgraph 9" in capsys.readouterr().err
+    assert not (tmp_path / "g.circle").exists()
