@@ -115,21 +115,29 @@ class KernelAttrs:
                                     # randomness)
 
 
+# accepts(op, subgraph) -> bool: a backend's own test of one op (its types, options, static shapes)
+# before the op is given to it; backends="jit;cpu" passes over a backend that declines.
+Accepts = Callable[[Any, Any], bool]
+
+
 class Backend:
     def __init__(self, name: str):
         self.name = name
         self.kernels: dict[str, Prepare] = {}
         self.dtypes: dict[str, tuple[str, ...]] = {}
         self.attrs: dict[str, KernelAttrs] = {}
+        self.accepts: dict[tuple[str, bool], Accepts] = {}
         # Quantized kernels: chosen for an op whose input 0 or output 0 is a quantized integer tensor
         # (compiler.quantized_type), with the integer types each runs.
         self.quantized: dict[str, Prepare] = {}
         self.qdtypes: dict[str, tuple[str, ...]] = {}
 
     def register(self, *names: str, dtypes: Sequence[str] = (), keeps_inputs: bool = False,
-                 calls_subgraphs: bool = False, foldable: bool = True) -> Callable[[Prepare], Prepare]:
-        """Decorator: register a prepare function under one or more op names, with the types it runs
-        and its attributes (KernelAttrs)."""
+                 calls_subgraphs: bool = False, foldable: bool = True,
+                 accepts: Accepts | None = None) -> Callable[[Prepare], Prepare]:
+        """Decorator: register a prepare function under one or more op names, with the types it runs,
+        its attributes (KernelAttrs) and, for a backend that takes only some ops of a kind (the jit
+        backend), `accepts(op, subgraph)` saying which."""
         attrs = KernelAttrs(keeps_inputs, calls_subgraphs, foldable)
 
         def deco(fn: Prepare) -> Prepare:
@@ -139,10 +147,13 @@ class Backend:
                 self.kernels[n] = fn
                 self.dtypes[n] = tuple(dtypes)
                 self.attrs[n] = attrs
+                if accepts is not None:
+                    self.accepts[n, False] = accepts
             return fn
         return deco
 
-    def register_quantized(self, *names: str, dtypes: Sequence[str]) -> Callable[[Prepare], Prepare]:
+    def register_quantized(self, *names: str, dtypes: Sequence[str],
+                           accepts: Accepts | None = None) -> Callable[[Prepare], Prepare]:
         """Decorator: the quantized kernel of ops `names` (in their family module, beside the float one),
         running the integer types `dtypes`. An op that only moves values (RESHAPE, GATHER, ...) registers
         its plain kernel here too: LiteRT requires its output's parameters to equal its input's."""
@@ -152,11 +163,22 @@ class Backend:
                     raise RuntimeError(f"{self.name}: quantized kernel {n} registered twice")
                 self.quantized[n] = fn
                 self.qdtypes[n] = tuple(dtypes)
+                if accepts is not None:
+                    self.accepts[n, True] = accepts
             return fn
         return deco
 
     def supports(self, op_name: str, quantized: bool = False) -> bool:
         return op_name in (self.quantized if quantized else self.kernels)
+
+    def takes(self, op, subgraph, qtype: str | None = None) -> bool:
+        """This backend has a kernel for `op` and its types: for a quantized op (qtype: the integer type
+        it runs, compiler.quantized_type) a quantized kernel of that type, and its `accepts` agrees."""
+        name, quantized = op.kernel_name, qtype is not None
+        if not self.supports(name, quantized) or (quantized and qtype not in self.types(name, True)):
+            return False
+        accepts = self.accepts.get((name, quantized))
+        return accepts is None or bool(accepts(op, subgraph))
 
     def kernel(self, op_name: str, quantized: bool = False) -> Prepare:
         return (self.quantized if quantized else self.kernels)[op_name]
@@ -256,6 +278,7 @@ def register_shape_function(name: str, fn: ShapeFn, *, replace: bool = False) ->
 
 
 CPU = Backend("cpu")
+JIT = Backend("jit")          # numba-compiled kernels (backends/jit), registered only when numba imports
 CONTROLFLOW = Backend("controlflow")
 CUSTOM = Backend("custom")
 
@@ -298,3 +321,5 @@ def register_custom_kernel(name: str, prepare: Prepare, *, replace: bool = False
 def load_builtin_kernels() -> None:
     """Import the kernel family modules so their decorators register them."""
     from onert_py.backends import controlflow, cpu  # noqa: F401
+    # jit kernels register when a session asks for the jit backend (jit.load), not here: importing
+    # numba costs half a second

@@ -24,6 +24,7 @@ from onert_py.compiler.shape_inference import ShapeCache
 from onert_py.errors import InputError
 from onert_py.exec.executor import scalar_or_array
 from onert_py.exec.runtime import RuntimeOptions, RuntimeState
+from onert_py.exec.threads import check_num_threads, thread_limit
 from onert_py.ir import Model, Tensor
 from onert_py.loader import load_model
 
@@ -81,17 +82,21 @@ def _info(t: Tensor) -> tensorinfo:
 class session:  # noqa: N801 - mirrors onert's `infer.session`
     """Load, compile and run a TFLite/Circle model (path, bytes, or nnpackage directory)."""
 
-    def __init__(self, path: Any, backends: str = "cpu", *, max_while_iterations: int | None = None,
+    def __init__(self, path: Any, backends: str | None = None, *, max_while_iterations: int | None = None,
                  controlflow_copy: str = "reference", signature: str | None = None,
-                 preserve_all_tensors: bool = False):
+                 preserve_all_tensors: bool = False, op_backend: str | dict | None = None,
+                 num_threads: int | None = None):
         if controlflow_copy not in ("reference", "all"):
             raise ValueError(f"controlflow_copy must be 'reference' or 'all', not {controlflow_copy!r}")
         t0 = time.perf_counter()
         self.model: Model = path if isinstance(path, Model) else load_model(path)
         self.runtime = RuntimeState(RuntimeOptions(max_while_iterations=max_while_iterations,
                                                    controlflow_copy=controlflow_copy,
-                                                   preserve_all_tensors=preserve_all_tensors))
-        self.executors = compile_model(self.model, self.runtime, _loadable(backends))
+                                                   preserve_all_tensors=preserve_all_tensors,
+                                                   num_threads=check_num_threads(num_threads)))
+        self._backends, self._op_backend = _loadable(backends), op_backend
+        with thread_limit(self.runtime.options.num_threads):   # the jit backend compiles with them
+            self.executors = compile_model(self.model, self.runtime, self._backends, op_backend)
         # onert prepares on the first infer and reports it there; we compile here and report it there.
         self._prepare_ms: float | None = (time.perf_counter() - t0) * 1e3
         self._shapes = ShapeCache(self.model, known=self._folded_values)   # per input-shape signature
@@ -247,7 +252,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         return (outputs, metrics) if measure else outputs
 
     def _execute(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        with np.errstate(all="ignore"):  # inf/NaN results are values, as in LiteRT, not warnings
+        # inf/NaN results are values, as in LiteRT, not warnings
+        with np.errstate(all="ignore"), thread_limit(self.runtime.options.num_threads):
             results = self.executors[self._subgraph_index].execute(self._executor_inputs(arrays))
         t = time.perf_counter()
         outputs = self._own_outputs(results, arrays)
@@ -338,8 +344,10 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         cached = self._gradient_sessions.get(key)
         if cached is None:
             gm = gradient_model(self.model, wrt, self._subgraph_index, recompute)
-            cached = self._gradient_sessions[key] = (gm, session(gm.model, controlflow_copy=self.runtime.options.controlflow_copy,
-                                                                   max_while_iterations=self.runtime.options.max_while_iterations))
+            cached = self._gradient_sessions[key] = (gm, session(
+                gm.model, self._backends, controlflow_copy=self.runtime.options.controlflow_copy,
+                max_while_iterations=self.runtime.options.max_while_iterations, op_backend=self._op_backend,
+                num_threads=self.runtime.options.num_threads))
         gm, grad_session = cached
         arrays = self._prepare_inputs(inputs)
         sg = self._subgraph
@@ -439,11 +447,11 @@ _ONERT_ONLY_BACKENDS = frozenset({"acl_cl", "acl_neon", "ruy", "xnnpack", "trix"
 
 def _loadable(backends: Any) -> Any:
     if not isinstance(backends, str):
-        return backends
+        return backends   # None: the default (compiler.default_backends)
     names = [b.strip() for b in backends.split(";") if b.strip()]
     kept = [b for b in names if b not in _ONERT_ONLY_BACKENDS]
     if names and not kept:
-        raise ValueError(f"none of the backends {names} is available in onert-py (available: cpu)")
+        raise ValueError(f"none of the backends {names} is available in onert-py (available: cpu, jit)")
     return ";".join(kept)
 
 

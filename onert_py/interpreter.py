@@ -44,6 +44,7 @@ import numpy as np
 
 from onert_py.backends.registry import register_custom_kernel, register_custom_op
 from onert_py.compiler import compile_model
+from onert_py.exec.threads import thread_limit
 from onert_py.compiler.shape_inference import LITERT, ShapeCache
 from onert_py.errors import ExecutionError, OnertPyError, PrepareError, UnsupportedOpError
 from onert_py.exec.runtime import RuntimeOptions, RuntimeState
@@ -172,8 +173,8 @@ class Interpreter:
                  experimental_compress_quantization_zero_points: bool = False,
                  experimental_disable_delegate_node_fusion: bool = False,
                  experimental_force_delegate_node_profiling: bool = False,
-                 custom_op_registerers: Sequence[Any] | None = None, *, backends: str = "cpu",
-                 max_while_iterations: int | None = None):
+                 custom_op_registerers: Sequence[Any] | None = None, *, backends: str | None = None,
+                 max_while_iterations: int | None = None, op_backend: str | dict | None = None):
         if getattr(experimental_op_resolver_type, "name", None) not in OpResolverType.__members__:
             raise ValueError(f"Unrecognized passed in op resolver type: {experimental_op_resolver_type}")
         if experimental_preserve_all_tensors and experimental_op_resolver_type.name in ("AUTO", "BUILTIN"):
@@ -196,9 +197,9 @@ class Interpreter:
             warnings.warn("onert-py runs without delegates; experimental_delegates are ignored",
                           stacklevel=2)
         self._experimental_compress_quantization_zero_points = experimental_compress_quantization_zero_points
-        self._backends = backends
+        self._backends, self._op_backend = backends, op_backend
         self._runtime = RuntimeState(RuntimeOptions(
-            max_while_iterations=max_while_iterations,
+            max_while_iterations=max_while_iterations, num_threads=num_threads,
             preserve_all_tensors=bool(experimental_preserve_all_tensors)))
         for registerer in list(getattr(self, "_custom_op_registerers", [])) + list(custom_op_registerers or []):
             _run_registerer(registerer)
@@ -275,7 +276,8 @@ class Interpreter:
             return
         model = _relaxed_model(self._model) if relax else self._model
         try:
-            self._executors = compile_model(model, self._runtime, self._backends)
+            with thread_limit(self._runtime.options.num_threads):
+                self._executors = compile_model(model, self._runtime, self._backends, self._op_backend)
         except (UnsupportedOpError, PrepareError) as e:
             raise ExecutionError(f"failed to prepare the model: {e}") from e
         self._relaxed = relax
@@ -345,7 +347,8 @@ class Interpreter:
         sg = st.sg
         arrays = [b.array if isinstance(b, _Buffer) else b for b in (st.inputs[i] for i in sg.inputs)]
         try:
-            results = self._executors[k].execute(arrays)
+            with thread_limit(self._runtime.options.num_threads):
+                results = self._executors[k].execute(arrays)
         except RuntimeError:
             raise
         except Exception as e:  # noqa: BLE001 - LiteRT reports every failed invoke as RuntimeError

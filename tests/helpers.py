@@ -47,11 +47,50 @@ def single_op_model(opcode: str, inputs: Sequence[Any], outputs: Sequence[tuple]
 def run_onert(model: bytes | ModelBuilder, inputs: Sequence[np.ndarray], fmt: str = "tflite",
               **session_options: Any) -> list[np.ndarray]:
     """Run on onert-py, and check that shape inference agrees with the shapes the run produced, so
-    every op test covers its op's shape rule."""
+    every op test covers its op's shape rule. Without `backends`, the model runs on both compute
+    backends when numba is installed: the jit result is returned (the caller checks it against its
+    reference) and the cpu one must agree with it (cross_backend_check)."""
     data = model.to_bytes(fmt) if isinstance(model, ModelBuilder) else model
     outputs = onert_py.infer.session(data, **session_options).infer(list(inputs))
     check_inferred_shapes(data, inputs, outputs)
+    if "backends" not in session_options and JIT_AVAILABLE and not _all_cpu(data):
+        cpu = onert_py.infer.session(data, backends="cpu", **session_options).infer(list(inputs))
+        cross_backend_check(outputs, cpu)
     return outputs
+
+
+def _jit_available() -> bool:
+    from onert_py.backends import jit
+    return jit.installed() and jit.load()
+
+
+JIT_AVAILABLE = _jit_available()
+
+
+def _all_cpu(data: bytes) -> bool:
+    """No op of the model goes to the jit backend (so a second run on cpu would repeat the first)."""
+    from onert_py.compiler.compile import assign_backend, backend_names, quantized_type
+    model = onert_py.load_model(data)
+    names = backend_names("jit;cpu")
+    return all(getattr(assign_backend(op, names, quantized_type(op, sg), sg), "name", None) != "jit"
+               for sg in model.subgraphs for op in sg.operations)
+
+
+def cross_backend_check(jit_outputs: Sequence[np.ndarray], cpu_outputs: Sequence[np.ndarray]) -> None:
+    """The jit and cpu backends agree: integers bit for bit, floats within a few float32 roundings of
+    the output's scale (the backends sum in different orders: BLAS blocks, the jit kernels run taps in
+    sequence)."""
+    assert len(jit_outputs) == len(cpu_outputs)
+    for k, (j, c) in enumerate(zip(jit_outputs, cpu_outputs)):
+        j, c = np.asarray(j), np.asarray(c)
+        assert j.shape == c.shape and j.dtype == c.dtype, f"output {k}: jit {j.dtype}{j.shape}, cpu {c.dtype}{c.shape}"
+        if j.dtype.kind in "fc":
+            finite = np.isfinite(c)
+            scale = float(np.abs(c[finite]).max()) if finite.any() else 1.0
+            np.testing.assert_allclose(j, c, rtol=1e-4, atol=1e-5 * max(scale, 1.0), equal_nan=True,
+                                       err_msg=f"output {k}: jit and cpu backends disagree")
+        else:
+            np.testing.assert_array_equal(j, c, err_msg=f"output {k}: jit and cpu backends disagree")
 
 
 def check_inferred_shapes(data: bytes, inputs: Sequence[Any], outputs: Sequence[np.ndarray]) -> None:

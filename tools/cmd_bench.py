@@ -1,9 +1,12 @@
 """`onert-py bench`: time a model the way LiteRT's benchmark_model and onert's onert_run do.
 
-Prints the init (load + compile) time, the first inference, then count/min/max/avg/std/p5/median/p95
-of the timed runs in ms, and the peak RSS. `--profile` adds per-op tables (by op type, by subgraph, the
-costliest single ops) with call counts, so ops inside WHILE bodies show how often they ran; `--trace`
-writes the per-op timeline as a Chrome trace (chrome://tracing, ui.perfetto.dev).
+Prints which backends run how many ops and the threads, the init (load + compile) time, the first
+inference, then count/min/max/avg/std/p5/median/p95 of the timed runs in ms, and the peak RSS. The jit
+backend's kernels are compiled by numba when first called, i.e. in the first inference (or loaded from
+numba's disk cache, which later runs do): bench measures that and says under the line it belongs to.
+`--profile` adds per-op tables (by op type, by subgraph, the costliest single ops, with their backends)
+with call counts, so ops inside WHILE bodies show how often they ran; `--trace` writes the per-op
+timeline as a Chrome trace (chrome://tracing, ui.perfetto.dev).
 """
 from __future__ import annotations
 
@@ -19,11 +22,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from onert_py.exec.threads import thread_limit
 from onert_py.tools.errors import CliError
 from onert_py.tools.formatting import format_table
 from onert_py.tools.inputs import prepare_inputs, run_inference
-from onert_py.tools.options import (add_input_options, add_model_options, check_distinct_files, check_writable,
-                                    open_session)
+from onert_py.tools.options import (add_input_options, add_model_options, backend_choice, check_distinct_files,
+                                    check_writable, open_session)
 
 _TOP_OPS = 10
 
@@ -46,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace (traceEvents) of the timed runs")
     p.add_argument("--report", metavar="OUT.json",
                    help="also write the results as JSON (inputs, init, first inference, warmup, latency "
-                        "statistics in ms, peak RSS), for scripts comparing runs")
+                        "statistics in ms, peak RSS, backends, threads), for scripts comparing runs")
     p.set_defaults(func=run)
 
 
@@ -106,10 +110,128 @@ def _op_names(sess) -> dict[tuple[int, int], str]:
     return {(ex.index, op.index): op.kernel_name for ex in sess.executors for op in ex.operations}
 
 
+def _op_backends(sess) -> dict[tuple[int, int], str]:
+    """(subgraph, op) -> the backend that runs it (ops folded at compile time are not run)."""
+    return {(ex.index, op.index): name for ex in sess.executors
+            for op, name in zip(ex.operations, getattr(ex, "backend_names", ()))}
+
+
+def backend_counts(sess, order: Sequence[str] = ()) -> dict[str, int]:
+    """Ops per backend over every executor: the backends of `order` first (0 when one took nothing:
+    worth seeing for jit), then the others (controlflow, custom) that ran some."""
+    counts = dict.fromkeys(order, 0)
+    for name in _op_backends(sess).values():
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def backends_line(counts: dict[str, int]) -> str:
+    """"backends: jit 23 ops, cpu 41 ops, controlflow 1 op"."""
+    return "backends: " + (", ".join(f"{name} {n} op{'' if n == 1 else 's'}" for name, n in counts.items())
+                           or "no ops")
+
+
+def thread_counts(num_threads: int | None, jit: bool) -> dict[str, int | None]:
+    """The threads BLAS and numba (jit kernels) run with under `num_threads`, read back from the
+    libraries (None: not known, e.g. no threadpoolctl to ask BLAS)."""
+    counts: dict[str, int | None] = {"blas": None}
+    with thread_limit(num_threads):
+        try:
+            from threadpoolctl import threadpool_info
+        except ImportError:
+            pass
+        else:
+            counts["blas"] = max((int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas"),
+                                 default=None)
+        numba = sys.modules.get("numba")
+        if jit and numba is not None:
+            counts["jit"] = int(numba.get_num_threads())
+    return counts
+
+
+def threads_line(num_threads: int | None, counts: dict[str, int | None]) -> str:
+    """"num_threads: 2 (BLAS 2, jit 2)" / "num_threads: -1 (libraries' default: BLAS 8, jit 8)"."""
+    parts = ", ".join(f"{'BLAS' if k == 'blas' else k} {'?' if v is None else v}" for k, v in counts.items())
+    if num_threads is None:
+        return f"num_threads: -1 (libraries' default: {parts})"
+    note = "; BLAS keeps its own count: threadpoolctl is not installed" if counts.get("blas") is None else ""
+    return f"num_threads: {num_threads} ({parts}{note})"
+
+
+class JitWatch:
+    """What numba did during a block: functions compiled (numba's "numba:compile" events, nested
+    callees included), compiled functions loaded from its disk cache (the jit modules' dispatchers'
+    cache hits), and the time spent holding numba's compiler lock, which covers both. Inactive (all
+    zero) when numba is not imported, i.e. when no jit backend was asked for."""
+
+    def __init__(self) -> None:
+        self.compiled = self.cached = self.loaded = 0   # cached: compiled ones numba saved to disk
+        self.seconds = 0.0
+        self._numba = "numba" in sys.modules
+
+    def __enter__(self) -> "JitWatch":
+        if self._numba:
+            from numba.core import event
+            self._event = event
+            self._timer, self._compiles = event.TimingListener(), event.RecordingListener()
+            self._hits = _cache_hits()
+            event.register("numba:compiler_lock", self._timer)
+            event.register("numba:compile", self._compiles)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._numba:
+            return
+        self._event.unregister("numba:compiler_lock", self._timer)
+        self._event.unregister("numba:compile", self._compiles)
+        self.seconds = self._timer.duration if self._timer.done else 0.0
+        compiled = [e.data["dispatcher"] for _, e in self._compiles.buffer
+                    if e.is_start and isinstance(e.data, dict) and "dispatcher" in e.data]
+        self.compiled = len(compiled)
+        self.cached = sum(type(getattr(d, "_cache", None)).__name__ not in ("NullCache", "NoneType")
+                          for d in compiled)
+        self.loaded = max(_cache_hits() - self._hits, 0)
+
+    def note(self, phase: str) -> str | None:
+        """A line for under the timing it is part of, or None when numba did nothing."""
+        if not (self.compiled or self.loaded):
+            return None
+        ms = f"{self.seconds * 1e3:.1f} ms"
+        if self.compiled:
+            what = f"compiling {self.compiled} function(s)"
+            if self.loaded:
+                what += f" and loading {self.loaded} from numba's disk cache"
+            if self.cached == self.compiled:
+                what += " (cached on disk: later runs load them)"
+            elif self.cached:
+                what += f" ({self.cached} cached on disk for later runs)"
+            return f"  jit: {ms} of the {phase} went to {what}"
+        return f"  jit: {ms} of the {phase} went to loading {self.loaded} compiled function(s) from numba's disk cache"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"compiled": self.compiled, "cached_on_disk": self.cached, "loaded_from_cache": self.loaded,
+                "ms": self.seconds * 1e3}
+
+
+def _cache_hits() -> int:
+    """Disk-cache loads so far of the numba dispatchers in onert-py's modules: the jit backend's, and
+    the modules it generates (onert_py_jit_<hash>, jit/codegen.py)."""
+    from numba.core.dispatcher import Dispatcher
+    hits = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("onert_py"):
+            continue
+        for obj in list(vars(module).values()):
+            if isinstance(obj, Dispatcher):
+                hits += sum(obj._cache_hits.values())
+    return hits
+
+
 def profile_tables(sess, runs: int) -> str:
     """Per-op-type, per-subgraph and top single-op tables from the session's profile counters."""
     prof = sess.profile
     names = _op_names(sess)
+    backends = _op_backends(sess)
     total = sum(prof.op_time.values())
     if total <= 0:
         return "profile: no operators ran"
@@ -120,8 +242,10 @@ def profile_tables(sess, runs: int) -> str:
 
     by_type: dict[str, list] = defaultdict(lambda: [0.0, 0, 0])  # time, calls, distinct ops
     by_sg: dict[int, list] = defaultdict(lambda: [0.0, 0, 0])
+    type_backends: dict[str, dict[str, None]] = defaultdict(dict)  # an ordered set per op type
     for key, t in prof.op_time.items():
         calls = prof.op_calls[key]
+        type_backends[names.get(key, "?")][backends.get(key, "?")] = None
         for acc in (by_type[names.get(key, "?")], by_sg[key[0]]):
             acc[0] += t
             acc[1] += calls
@@ -130,19 +254,25 @@ def profile_tables(sess, runs: int) -> str:
     # subtracting, so that "by subgraph" still adds up for straight-line models.
     out = [f"per-op profile over {runs} run(s); times are per run; total op time {total / n * 1e3:.3f} ms "
            "(WHILE/IF/CALL rows include the ops of the subgraphs they run)", ""]
-    rows = [[name, f"{t / n * 1e3:.3f}", pct(t), f"{calls / n:g}", str(ops), f"{t / calls * 1e6:.1f}"]
+    # the backend column last: the numeric columns keep their places for scripts reading them
+    rows = [[name, f"{t / n * 1e3:.3f}", pct(t), f"{calls / n:g}", str(ops), f"{t / calls * 1e6:.1f}",
+             ",".join(sorted(type_backends[name]))]
             for name, (t, calls, ops) in sorted(by_type.items(), key=lambda kv: -kv[1][0])]
     out.append("by op type")
-    out.append(format_table(["op type", "ms", "%", "calls/run", "ops", "µs/call"], rows))
+    out.append(format_table(["op type", "ms", "%", "calls/run", "ops", "µs/call", "backend"], rows))
     rows = [[str(sg), f"{t / n * 1e3:.3f}", pct(t), f"{calls / n:g}", str(ops)]
             for sg, (t, calls, ops) in sorted(by_sg.items())]
     out += ["", "by subgraph"]
     out.append(format_table(["subgraph", "ms", "%", "calls/run", "ops"], rows))
     top = sorted(prof.op_time.items(), key=lambda kv: -kv[1])[:_TOP_OPS]
     rows = [[str(sg), str(op), names.get((sg, op), "?"), f"{t / n * 1e3:.3f}", pct(t),
-             f"{prof.op_calls[(sg, op)] / n:g}"] for (sg, op), t in top]
+             f"{prof.op_calls[(sg, op)] / n:g}", backends.get((sg, op), "?")] for (sg, op), t in top]
     out += ["", f"top {len(rows)} operators"]
-    out.append(format_table(["subgraph", "op", "type", "ms", "%", "calls/run"], rows))
+    out.append(format_table(["subgraph", "op", "type", "ms", "%", "calls/run", "backend"], rows))
+    loops = getattr(sess.runtime, "compiled_loops", ())
+    if loops:   # the controlflow kernel times each step, so a loop the jit backend compiled whole runs op by op
+        out += ["", f"{len(loops)} WHILE loop(s) the jit backend compiles whole ran op by op while profiled: their "
+                "times are the per-op path's, not the compiled loop's"]
     copied = prof.total_bytes_copied()
     if copied:
         out += ["", f"control flow copied {copied / n:,.0f} bytes per run"]
@@ -179,25 +309,39 @@ def _check_args(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
+    choice = backend_choice(args)   # first: it imports numba when jit is asked for, so JitWatch sees it
     t_init = time.perf_counter()
-    sess = open_session(args)
+    with JitWatch() as jit_init:
+        sess = open_session(args)
     init_s = time.perf_counter() - t_init
     inputs = prepare_inputs(sess, args)
 
     print(f"model: {args.model}")
     for k in range(len(inputs.names)):
         print(inputs.line(k))
+    counts = backend_counts(sess, choice.names)
+    threads = thread_counts(choice.num_threads, counts.get("jit", 0) > 0)
+    print(backends_line(counts))
+    print(threads_line(choice.num_threads, threads))
     print(f"init: {init_s * 1e3:.3f} ms")
+    if jit_init.note("init"):
+        print(jit_init.note("init"))
     report: dict[str, Any] = {
         "model": args.model, "signature": args.signature, "seed": args.seed,
         "inputs": [{"name": n, "shape": list(np.shape(a)), "dtype": str(np.asarray(a).dtype), "source": src}
                    for n, a, src in zip(inputs.names, inputs.arrays, inputs.sources)],
+        "backend_order": list(choice.names), "op_backend": choice.forced, "backends": counts,
+        "num_threads": -1 if choice.num_threads is None else choice.num_threads, "threads": threads,
         "init_ms": init_s * 1e3}
     t = time.perf_counter()
-    run_inference(sess, inputs)  # the only run that can fail on random values: it gives the hint
+    with JitWatch() as jit_first:
+        run_inference(sess, inputs)  # the only run that can fail on random values: it gives the hint
     inputs = inputs.arrays
     report["first_inference_ms"] = (time.perf_counter() - t) * 1e3
+    report["jit_compile"] = {"init": jit_init.as_dict(), "first_inference": jit_first.as_dict()}
     print(f"first inference: {report['first_inference_ms']:.3f} ms")
+    if jit_first.note("first inference"):
+        print(jit_first.note("first inference"))
     report["warmup_runs"], report["warmup_avg_ms"] = args.warmup_runs, None
     if args.warmup_runs:
         t = time.perf_counter()

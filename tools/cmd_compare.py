@@ -19,7 +19,8 @@ from onert_py.schema.writer import serialize
 from onert_py.tools.errors import CliError
 from onert_py.tools.formatting import format_table, save_arrays
 from onert_py.tools.inputs import Inputs, prepare_inputs, run_inference
-from onert_py.tools.options import add_input_options, add_model_options, circle_only_ops, open_session
+from onert_py.tools.options import (add_input_options, add_model_options, backend_choice, circle_only_ops,
+                                    open_session)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_input_options(p, save=True)
     p.add_argument("--dump-dir", metavar="DIR",
                    help="save every op output as .npy here (with index.json: op, tensor, shape, calls), "
-                        "LiteRT's subgraph-0 tensors in DIR/litert, and name the first differing op")
+                        "LiteRT's subgraph-0 tensors in DIR/litert, and name the first differing op "
+                        "(WHILE loops then run op by op, not as one jit-compiled loop)")
     p.set_defaults(func=compare_cmd)
 
 
@@ -371,7 +373,11 @@ def _dump(dump_dir: Path, recorder: OpRecorder, sess: Any, interpreter: Any, arg
 
 def compare_cmd(args: argparse.Namespace) -> int:
     _check_args(args)
-    sess = open_session(args)
+    # A dump records each op's outputs as it runs: a WHILE the jit backend compiles whole runs no op
+    # (the controlflow kernel leaves loops uncompiled when every tensor is preserved). Only then: the
+    # memory plan, which preserving turns off, stays in the runs a dump is made to debug.
+    jit = args.dump_dir and "jit" in backend_choice(args).names
+    sess = open_session(args, preserve_all_tensors=True) if jit else open_session(args)
     inputs = prepare_inputs(sess, args)
     names = [i.name for i in sess.get_outputs_tensorinfo()]
     # Everything about the reference is checked before the (possibly long) run.

@@ -1,19 +1,28 @@
-"""`onert-py inspect`: what a model holds, without compiling it (so unsupported ops are fine)."""
+"""`onert-py inspect`: what a model holds, without compiling it (so unsupported ops are fine), and which
+backend each op would run on (the compiler's own choice, compile.assign_backend, under the default
+backends or --backends / --op-backend)."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from onert_py.compiler.compile import unsupported_ops
+from onert_py.compiler.compile import assign_backend, quantized_type
+from onert_py.errors import PrepareError
 from onert_py.ir import Model, Operation, Subgraph, Tensor
 from onert_py.tools.custom_ops import custom_ops_hint, load_custom_ops
 from onert_py.tools.errors import CliError
 from onert_py.tools.formatting import dtype_of, format_table, shape_of
-from onert_py.tools.options import add_custom_ops_option, read_model
+from onert_py.tools.options import (BackendChoice, add_backend_options, add_custom_ops_option, backend_choice,
+                                    option_message, read_model)
+
+# (subgraph, op index) -> the backend the compiler would give the op (None: no kernel), and the name
+# an op without a kernel is listed by ("CONV_2D (quantized int16)")
+Assignment = dict[tuple[int, int], tuple[str | None, str]]
 
 # Option enums worth a name in the operator table (the schema's ActivationFunctionType and Padding).
 _ENUMS = {"fused_activation_function": {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH",
@@ -26,14 +35,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Show what a model holds without compiling it (so models with "
                                    "unsupported ops are fine): subgraphs with their inputs, outputs and "
                                    "op counts, signatures with the tensors they name, the control-flow "
-                                   "call graph, weights, and ops without a kernel. --subgraph N adds "
-                                   "the tensor and operator tables of subgraph N.")
+                                   "call graph, weights, the backends ops would run on and ops without a "
+                                   "kernel. --subgraph N adds the tensor and operator tables of subgraph "
+                                   "N.")
     p.add_argument("model", help=".tflite / .circle file or nnpackage directory")
     p.add_argument("--subgraph", type=int, metavar="N", action="append", default=[],
                    help="also list every tensor (shape, dtype, kind, bytes, quantization) and operator "
                         "(inputs, outputs, options) of subgraph N (repeatable)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     add_custom_ops_option(p)
+    add_backend_options(p, threads=False)
     p.set_defaults(func=inspect_cmd)
 
 
@@ -72,10 +83,31 @@ def tensor_details(sg: Subgraph) -> list[dict[str, Any]]:
              "quantization": _quant(t), "sparse": t.sparsity is not None} for t in sg.tensors]
 
 
-def operator_details(sg: Subgraph) -> list[dict[str, Any]]:
+def operator_details(sg: Subgraph, assigned: Assignment | None = None) -> list[dict[str, Any]]:
+    """Each operator's type, version, tensors, options and backend (from assign_backends; None without)."""
+    assigned = assigned or {}
     return [{"index": op.index, "opcode": op.kernel_name, "version": op.version,
              "inputs": list(op.inputs), "outputs": list(op.outputs),
-             "options": {k: _option_value(k, v) for k, v in op.options.items()}} for op in sg.operations]
+             "options": {k: _option_value(k, v) for k, v in op.options.items()},
+             "backend": assigned.get((sg.index, op.index), (None, ""))[0]} for op in sg.operations]
+
+
+def assign_backends(model: Model, choice: BackendChoice) -> Assignment:
+    """The backend of every op as the compiler picks it (compile.assign_backend: a backend's own
+    `accepts` test included), without preparing any kernel. An op --op-backend forces onto a backend
+    that cannot run it is the same one-line error as in `run`."""
+    out: Assignment = {}
+    for sg in model.subgraphs:
+        for op in sg.operations:
+            qtype = quantized_type(op, sg)
+            try:
+                backend = assign_backend(op, choice.names, qtype, sg, choice.forced)
+            except PrepareError as e:
+                ours = choice.op_backend and not os.environ.get("ONERT_PY_OP_BACKEND_MAP")
+                raise CliError(option_message(str(e)) if ours else str(e)) from None
+            out[sg.index, op.index] = (backend.name if backend is not None else None,
+                                       op.kernel_name + (f" (quantized {qtype})" if qtype else ""))
+    return out
 
 
 def labelled_calls(op: Operation) -> list[tuple[str, int]]:
@@ -94,8 +126,8 @@ def labelled_calls(op: Operation) -> list[tuple[str, int]]:
     return calls
 
 
-def describe(model: Model) -> dict[str, Any]:
-    """Everything `inspect` reports, as plain data (the JSON form)."""
+def describe(model: Model, choice: BackendChoice, assigned: Assignment) -> dict[str, Any]:
+    """Everything `inspect` reports, as plain data (the JSON form); `assigned` from assign_backends."""
     subgraphs = []
     calls = []
     for sg in model.subgraphs:
@@ -105,7 +137,8 @@ def describe(model: Model) -> dict[str, Any]:
         counts = Counter(op.kernel_name for op in sg.operations)
         subgraphs.append({"index": sg.index, "name": sg.name, "tensors": len(sg.tensors),
                           "ops": len(sg.operations), "inputs": io(sg.inputs), "outputs": io(sg.outputs),
-                          "op_counts": dict(sorted(counts.items()))})
+                          "op_counts": dict(sorted(counts.items())),
+                          "backends": _backend_counts(sg, choice, assigned)})
         for op in sg.operations:
             targets = labelled_calls(op)
             if targets:
@@ -120,7 +153,8 @@ def describe(model: Model) -> dict[str, Any]:
                    "outputs": dict(s.outputs), "input_details": sig_tensors(s, s.inputs),
                    "output_details": sig_tensors(s, s.outputs)} for s in model.signatures]
     consts = [t for sg in model.subgraphs for t in sg.tensors if t.is_constant]
-    unsupported = [{"subgraph": s, "op": i, "opcode": name} for s, i, name in unsupported_ops(model)]
+    unsupported = [{"subgraph": s, "op": i, "opcode": name} for (s, i), (backend, name) in assigned.items()
+                   if backend is None]
     text = {}
     for k, v in model.metadata.items():  # short printable values (min_runtime_version "1.5.0") as text
         value = bytes(v).rstrip(b"\0")
@@ -130,8 +164,27 @@ def describe(model: Model) -> dict[str, Any]:
             "metadata": sorted(model.metadata), "metadata_text": text,
             "metadata_bytes": {k: len(v) for k, v in sorted(model.metadata.items())},
             "subgraphs": subgraphs, "signatures": signatures,
-            "call_graph": calls, "unsupported_ops": unsupported,
+            "call_graph": calls, "backend_order": list(choice.names), "backends_from": _backends_from(choice),
+            "op_backend": choice.forced, "unsupported_ops": unsupported,
             "constants": {"tensors": len(consts), "bytes": int(sum(t.data.nbytes for t in consts))}}
+
+
+def _backend_counts(sg: Subgraph, choice: BackendChoice, assigned: Assignment) -> dict[str, int]:
+    """Ops per backend in one subgraph, the compute backends in the order tried; "none": no kernel."""
+    counts = Counter(assigned[sg.index, op.index][0] or "none" for op in sg.operations)
+    order = [*choice.names, *sorted(k for k in counts if k not in choice.names and k != "none"), "none"]
+    return {k: counts[k] for k in order if counts.get(k)}
+
+
+def _backends_from(choice: BackendChoice) -> str:
+    if choice.backends is not None:
+        return "--backends"
+    return "ONERT_PY_BACKENDS" if os.environ.get("ONERT_PY_BACKENDS", "").strip() else "default"
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{'no kernel' if k == 'none' else k} {n} op{'' if n == 1 else 's'}"
+                     for k, n in counts.items()) or "-"
 
 
 def _io_line(items: list[dict]) -> str:
@@ -147,6 +200,10 @@ def render(info: dict[str, Any], path: str) -> str:
         lines.append(f"metadata: {', '.join(shown)}")
     c = info["constants"]
     lines.append(f"constants: {c['tensors']} tensor(s), {_size(c['bytes'])}")
+    where = info["backends_from"]
+    if info["op_backend"]:
+        where += "; op backend " + ", ".join(f"{k}={v}" for k, v in info["op_backend"].items())
+    lines.append(f"backends: {';'.join(info['backend_order'])} ({where})")
     lines.append(f"subgraphs: {len(info['subgraphs'])}")
     for sg in info["subgraphs"]:
         lines.append(f"  [{sg['index']}] {sg['name'] or '-'}: {sg['tensors']} tensors, {sg['ops']} ops")
@@ -154,6 +211,7 @@ def render(info: dict[str, Any], path: str) -> str:
         lines.append(f"      outputs: {_io_line(sg['outputs'])}")
         counts = ", ".join(f"{name} x{n}" for name, n in sg["op_counts"].items()) or "-"
         lines.append(f"      ops:     {counts}")
+        lines.append(f"      backends: {_counts_text(sg['backends'])}")
     lines.append(f"signatures: {len(info['signatures'])}")
     for s in info["signatures"]:
         lines.append(f"  {s['key']!r} -> subgraph {s['subgraph']}")
@@ -201,9 +259,9 @@ def render_subgraph(sg: dict[str, Any]) -> list[str]:
     def refs(ts):
         return ", ".join("-" if t < 0 else str(t) for t in ts) or "-"
     rows = [(str(op["index"]), op["opcode"] + (f" v{op['version']}" if op["version"] > 1 else ""),
-             refs(op["inputs"]), refs(op["outputs"]),
+             op.get("backend") or "-", refs(op["inputs"]), refs(op["outputs"]),
              " ".join(f"{k}={v}" for k, v in op["options"].items()) or "-") for op in sg["operator_details"]]
-    lines.append(format_table(("#", "op", "inputs", "outputs", "options"), rows))
+    lines.append(format_table(("#", "op", "backend", "inputs", "outputs", "options"), rows))
     return lines
 
 
@@ -213,14 +271,16 @@ def inspect_cmd(args: argparse.Namespace) -> int:
     for n in args.subgraph:
         if not 0 <= n < len(model.subgraphs):
             raise CliError(f"--subgraph {n}: the model has subgraphs 0..{len(model.subgraphs) - 1}")
-    info = describe(model)
+    choice = backend_choice(args, model)
+    assigned = assign_backends(model, choice)
+    info = describe(model, choice, assigned)
     hint = custom_ops_hint(model).lstrip("; ")
     if hint:
         info["hint"] = hint
     for n in args.subgraph:
         sg = info["subgraphs"][n]
         sg["tensor_details"] = tensor_details(model.subgraphs[n])
-        sg["operator_details"] = operator_details(model.subgraphs[n])
+        sg["operator_details"] = operator_details(model.subgraphs[n], assigned)
     print(json.dumps(info, indent=2, default=_json_value) if args.json else render(info, args.model))
     return 0
 

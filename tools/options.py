@@ -1,15 +1,18 @@
 """Options and model loading shared by the `onert-py` subcommands: the argparse option adders (the model,
---signature, --max-while-iterations, --custom-ops and the input options of `run`, `compare` and
-`bench`), checks on option values, reading a model (and listing its Circle-only ops) and opening a
-session from the parsed args."""
+--signature, --max-while-iterations, --custom-ops, the backend options --backends, --op-backend and
+--num-threads, and the input options of `run`, `compare` and `bench`), checks on option values, reading a
+model (and listing its Circle-only ops) and opening a session from the parsed args."""
 from __future__ import annotations
 
 import argparse
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import onert_py
-from onert_py.errors import UnsupportedOpError
+from onert_py.compiler.compile import backend_names, parse_op_backend
+from onert_py.errors import PrepareError, UnsupportedOpError
 from onert_py.ir import Model
 from onert_py.loader import load_model
 from onert_py.tools.custom_ops import custom_ops_hint, load_custom_ops
@@ -41,12 +44,95 @@ def add_model_options(p: argparse.ArgumentParser, verb: str = "run") -> None:
     p.add_argument("--max-while-iterations", type=int, default=None, metavar="N",
                    help="fail a WHILE loop that runs more than N iterations")
     add_custom_ops_option(p)
+    add_backend_options(p)
 
 
 def add_custom_ops_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--custom-ops", action="append", default=[], metavar="MODULE",
                    help="import MODULE (a module name or a .py file) and call its register() to add "
                         "custom-op kernels (repeatable); 'mediapipe' loads mediapipe's custom ops")
+
+
+def add_backend_options(p: argparse.ArgumentParser, threads: bool = True) -> None:
+    """--backends, --op-backend (onert's BACKENDS and OP_BACKEND_MAP) and, for verbs that run, --num-threads."""
+    p.add_argument("--backends", metavar="LIST",
+                   help="compute backends to try for each op, in order, ';'-separated as onert's BACKENDS: "
+                        "'jit;cpu' (the default when numba is installed; else 'cpu'; ONERT_PY_BACKENDS "
+                        "sets another default) or 'cpu'")
+    p.add_argument("--op-backend", action="append", default=[], metavar="KEY=BACKEND",
+                   help="run the ops KEY on BACKEND, KEY an op type (CONV_2D, a custom op's name) or "
+                        "SUBGRAPH:INDEX (repeatable, or ';'-joined as onert's OP_BACKEND_MAP); a backend "
+                        "that cannot run a forced op is an error")
+    if threads:
+        p.add_argument("--num-threads", type=int, default=-1, metavar="N",
+                       help="threads for BLAS (numpy's matrix products) and the jit kernels, as "
+                            "benchmark_model's --num_threads (default -1: each library's own default)")
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The checked backend options: what a session is opened with, and what to report."""
+    backends: str | None           # --backends as given (None: the session's default)
+    names: tuple[str, ...]         # the compute backends tried, in order
+    op_backend: str | None         # --op-backend joined with ';' (the session also merges the env map)
+    forced: dict[str, str]         # the merged map, parsed
+    num_threads: int | None        # None: the libraries' default (--num-threads -1)
+
+
+def backend_choice(args: argparse.Namespace, model: Model | None = None) -> BackendChoice:
+    """Check --backends, --op-backend and --num-threads (and the ONERT_PY_BACKENDS /
+    ONERT_PY_OP_BACKEND_MAP defaults), each mistake a one-line CliError naming the option. With a
+    model, an --op-backend key must name one of its ops."""
+    n = getattr(args, "num_threads", -1)
+    if n == 0 or n < -1:
+        raise CliError(f"--num-threads must be >= 1, or -1 for the libraries' default; got {n}")
+    spec = getattr(args, "backends", None)
+    if spec is not None and not spec.strip(" ;"):
+        raise CliError("--backends is empty; give e.g. 'jit;cpu' or 'cpu'")
+    try:
+        names = backend_names(spec)
+    except ValueError as e:
+        where = f"--backends {spec}" if spec is not None else \
+            f"ONERT_PY_BACKENDS={os.environ.get('ONERT_PY_BACKENDS', '')}"
+        raise CliError(f"{where}: {e}") from None
+    if spec is not None and "jit" in spec.replace(" ", "").split(";") and "jit" not in names:
+        # backend_names passes over jit when numba is missing and another backend is left, as onert
+        # skips a backend it cannot load; asked for by name, the user should hear why it did not run.
+        from onert_py.backends import jit
+        raise CliError(f"--backends {spec}: the jit backend needs numba ({jit.why_not()}); install it with "
+                       "pip install \"onert-py[jit]\", or give --backends cpu")
+    joined = ";".join(args.op_backend) if getattr(args, "op_backend", None) else None
+    try:
+        forced = parse_op_backend(joined)
+    except ValueError as e:
+        raise CliError(option_message(str(e))) from None
+    if model is not None and joined:
+        # only the option's own keys: an ONERT_PY_OP_BACKEND_MAP is often set for more models than one
+        from_env = parse_op_backend(None) if os.environ.get("ONERT_PY_OP_BACKEND_MAP") else {}
+        _check_op_backend_keys(model, {k: v for k, v in forced.items() if k not in from_env})
+    return BackendChoice(spec, names, joined, forced, None if n == -1 else n)
+
+
+def option_message(message: str) -> str:
+    """compile.parse_op_backend and assign_backend name the keyword argument; the user typed the option."""
+    return "--op-backend" + message[len("op_backend"):] if message.startswith("op_backend") else message
+
+
+def _check_op_backend_keys(model: Model, forced: dict[str, str]) -> None:
+    """A key that matches no op is a typo (CONV2D) or a wrong index: say so instead of ignoring it."""
+    types = {op.kernel_name for sg in model.subgraphs for op in sg.operations}
+    for key, backend in forced.items():
+        if ":" in key:
+            s, i = map(int, key.split(":"))
+            if not 0 <= s < len(model.subgraphs):
+                raise CliError(f"--op-backend {key}={backend}: the model has no subgraph {s} (it has "
+                               f"0..{len(model.subgraphs) - 1})")
+            n = len(model.subgraphs[s].operations)
+            if not 0 <= i < n:
+                raise CliError(f"--op-backend {key}={backend}: subgraph {s} has no operator {i} (it has {n})")
+        elif key not in types:
+            raise CliError(f"--op-backend {key}={backend}: the model has no {key} op (its op types: "
+                           f"{', '.join(sorted(types)) or 'none'})")
 
 
 def add_input_options(p: argparse.ArgumentParser, save: bool = False) -> None:
@@ -97,13 +183,22 @@ def check_session_args(args: argparse.Namespace) -> None:
     check_writable(getattr(args, "save_inputs", None), "--save-inputs")
 
 
-def open_session(args: argparse.Namespace) -> Any:
-    """Load custom ops, the model and compile a session, all failures as one-line errors."""
+def open_session(args: argparse.Namespace, **session_options: Any) -> Any:
+    """Load custom ops, the model and compile a session on the chosen backends and threads (plus
+    `session_options` for infer.session), all failures as one-line errors."""
     check_session_args(args)
     load_custom_ops(args.custom_ops)
     model = read_model(args.model)
+    choice = backend_choice(args, model)
     try:
-        return onert_py.infer.session(model, max_while_iterations=args.max_while_iterations,
-                                      signature=args.signature)
+        return onert_py.infer.session(model, choice.backends, max_while_iterations=args.max_while_iterations,
+                                      signature=args.signature, op_backend=choice.op_backend,
+                                      num_threads=choice.num_threads, **session_options)
     except UnsupportedOpError as e:
-        raise CliError(f"{e}{custom_ops_hint(model)}") from None
+        hint = "" if "cpu" in choice.names else \
+            f"; the {'/'.join(choice.names)} backend takes only some ops: add cpu, e.g. --backends 'jit;cpu'"
+        raise CliError(f"{e}{custom_ops_hint(model)}{hint}") from None
+    except PrepareError as e:
+        # an op forced onto a backend that declines it: name the option, not the keyword argument
+        ours = choice.op_backend and not os.environ.get("ONERT_PY_OP_BACKEND_MAP")
+        raise CliError(option_message(str(e)) if ours else str(e)) from None

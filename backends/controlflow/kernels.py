@@ -265,12 +265,22 @@ def while_(ctx: KernelContext) -> Run:
     if not ins or cond_ex is body_ex:
         return run_profiled
 
+    runtime = ctx.runtime
+
     def run() -> None:
         if profile.enabled:   # per-op times need each step timed: the executors' own loops do that
             return run_profiled()
         if not fused:
             fused.append(fuse_while(cond_ex, body_ex, _truth))
-        count, values = fused[0]([v[i] for i in ins], bound)
+            fused.append(_compiled_while(cond_ex, body_ex, runtime))
+            if fused[1] is not None:
+                runtime.compiled_loops.add(key)
+        values = [v[i] for i in ins]
+        compiled = fused[1]
+        if compiled is not None and compiled.accepts(values):
+            count, values = compiled(values, bound)
+        else:
+            count, values = fused[0](values, bound)
         if count < 0:
             raise ExecutionError(f"WHILE exceeded max_while_iterations={limit}")
         finish(values, count)
@@ -312,6 +322,15 @@ def while_shape(n: Node):
             return cur
         cur = nxt
     return [None] * n.n_out
+
+
+def _compiled_while(cond: Executor, body: Executor, runtime) -> Callable | None:
+    """The whole loop compiled by the jit backend (backends/jit/loop.py) when the session uses it and
+    every op of cond and body has a jit expression; None otherwise (the fused Python loop runs)."""
+    if "jit" not in runtime.backends or runtime.options.preserve_all_tensors:
+        return None
+    from onert_py.backends.jit.loop import compile_while
+    return compile_while(cond, body, runtime.op_backend)
 
 
 def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:

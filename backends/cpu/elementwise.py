@@ -154,15 +154,25 @@ def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
         clip(r, lo, hi, out=r)
         v[o] = r
 
-    if size == 1 and lo == -hi:
-        # One value (the [1]-shaped loop values converters emit) with no activation: the clamp only
-        # changes +-inf, which one look at the value rules out; a planned buffer saves nothing here.
+    if size == 1 and fn is not operator.truediv:
+        # One value (the [1]-shaped loop values converters emit): computed on Python floats, which is
+        # exact, as one IEEE operation on float32 operands done in float64 and rounded once to float32
+        # gives the float32 result (53 >= 2 * 24 + 2 bits). Clamping before the rounding gives the same
+        # value, lo and hi being float32 numbers. NaN passes both comparisons, as np.clip keeps it.
+        # Division stays on numpy: Python raises on x / 0.
+        py, lo_f, hi_f = fn, float(lo), float(hi)   # Python floats compare faster than numpy scalars
+
         def run_one() -> None:
-            r = fn(v[a], v[b])
-            if r.shape != out_shape:
-                r = clip(r, lo, hi)            # other shapes at run time: a fresh, clamped value
-            elif isinf(r.item()):
-                clip(r, lo, hi, out=r)
+            x, y = v[a], v[b]
+            if x.shape != s0 or y.shape != s1:
+                return run_any()
+            p = py(x.item(), y.item())
+            if p > hi_f:
+                p = hi_f
+            elif p < lo_f:
+                p = lo_f
+            r = alloc(out_shape)
+            r[0] = p
             v[o] = r
         return run_one
 

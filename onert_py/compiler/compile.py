@@ -1,15 +1,20 @@
 """Compile an ir.Model into an ExecutorMap: order ops, pick a backend per op, prepare kernels."""
 from __future__ import annotations
 
+import os
+from typing import Mapping
+
 import numpy as np
 
-from onert_py.backends.registry import CONTROLFLOW, CPU, CUSTOM, Backend, KernelContext, load_builtin_kernels
+from onert_py.backends import jit
+from onert_py.backends.registry import CONTROLFLOW, CPU, CUSTOM, JIT, Backend, KernelContext, load_builtin_kernels
 from onert_py.errors import PrepareError, UnsupportedOpError
 from onert_py.exec.executor import Executor, ExecutorMap
 from onert_py.exec.runtime import RuntimeState
 from onert_py.ir import Model, Operation, Subgraph
 
-_BACKENDS = {"cpu": CPU}
+# Compute backends by name, in no order: a session's `backends` ("jit;cpu") gives the order.
+_BACKENDS = {"cpu": CPU, "jit": JIT}
 
 
 def quantized_type(op: Operation, sg: Subgraph) -> str | None:
@@ -29,38 +34,130 @@ def quantized_type(op: Operation, sg: Subgraph) -> str | None:
     return None
 
 
-def assign_backend(op: Operation, backends: tuple[str, ...] = ("cpu",),
-                   qtype: str | None = None) -> Backend | None:
+def assign_backend(op: Operation, backends: tuple[str, ...] = ("cpu",), qtype: str | None = None,
+                   sg: Subgraph | None = None, op_backend: Mapping[str, str] | None = None) -> Backend | None:
     """Controlflow ops go to the controlflow backend, custom ops to the custom registry (or to a
     compute backend with a kernel of that name: onert-py's own custom ops, e.g. the gradient ops), the
-    rest to the first compute backend that has a kernel (for a quantized op, a quantized kernel running
-    its type `qtype`)."""
+    rest to the first compute backend in `backends` that takes the op and its types (for a quantized
+    op, a quantized kernel running its type `qtype`), as onert's BACKENDS list. `op_backend` forces a
+    backend by "SUBGRAPH:INDEX" or by op type (onert's OP_BACKEND_MAP / OP_BACKEND_<op>); a forced
+    backend that cannot run the op is an error."""
     load_builtin_kernels()
-    if op.is_custom:
-        if op.custom_name in CUSTOM.kernels:
-            return CUSTOM
-        return next((_BACKENDS[name] for name in backends if _BACKENDS[name].supports(op.custom_name)), None)
-    if CONTROLFLOW.supports(op.opcode):
+    if op.is_custom and op.custom_name in CUSTOM.kernels:
+        return CUSTOM
+    if not op.is_custom and CONTROLFLOW.supports(op.opcode):
         return CONTROLFLOW
-    for name in backends:
-        backend = _BACKENDS[name]
-        if qtype is None and backend.supports(op.opcode):
-            return backend
-        if qtype is not None and backend.supports(op.opcode, True) and qtype in backend.types(op.opcode, True):
-            return backend
-    return None
+    forced = _forced_backend(op, sg, op_backend)
+    if forced is not None:
+        backend = _BACKENDS[forced]
+        if not _takes(backend, op, sg, qtype):
+            where = f"subgraph {sg.index} operator {op.index}" if sg is not None else f"operator {op.index}"
+            kind = f"quantized {qtype} " if qtype else ""
+            raise PrepareError(f"op_backend puts {where} ({op.kernel_name}) on backend {forced!r}, which has "
+                               f"no {kind}kernel for it (or not for its types)")
+        return backend
+    return next((_BACKENDS[name] for name in backends if _takes(_BACKENDS[name], op, sg, qtype)), None)
 
 
-def unsupported_ops(model: Model, backends: tuple[str, ...] = ("cpu",)) -> list[tuple[int, int, str]]:
+def _takes(backend: Backend, op: Operation, sg: Subgraph | None, qtype: str | None) -> bool:
+    if op.is_custom:
+        return backend.supports(op.custom_name)
+    if sg is None:   # no tensors to test against: the name and the quantized type decide
+        return backend.supports(op.opcode, qtype is not None) and \
+            (qtype is None or qtype in backend.types(op.opcode, True))
+    return backend.takes(op, sg, qtype)
+
+
+def _forced_backend(op: Operation, sg: Subgraph | None, op_backend: Mapping[str, str] | None) -> str | None:
+    if not op_backend:
+        return None
+    if sg is not None:
+        name = op_backend.get(f"{sg.index}:{op.index}")
+        if name is not None:
+            return name
+    return op_backend.get(op.kernel_name)
+
+
+def unsupported_ops(model: Model, backends: tuple[str, ...] = ("cpu",),
+                    op_backend: Mapping[str, str] | None = None) -> list[tuple[int, int, str]]:
     """(subgraph, op index, op name) for every op without a kernel (for a quantized op: without a
     quantized kernel for its type, named e.g. "CONV_2D (quantized int16)")."""
     missing = []
     for sg in model.subgraphs:
         for op in sg.operations:
             qtype = quantized_type(op, sg)
-            if assign_backend(op, backends, qtype) is None:
+            if assign_backend(op, backends, qtype, sg, op_backend) is None:
                 missing.append((sg.index, op.index, op.kernel_name + (f" (quantized {qtype})" if qtype else "")))
     return missing
+
+
+def default_backends() -> str:
+    """ONERT_PY_BACKENDS when set (as onert's BACKENDS), else "jit;cpu" when numba imports, else "cpu"."""
+    env = os.environ.get("ONERT_PY_BACKENDS", "").strip()
+    if env:
+        return env
+    return "jit;cpu" if jit.installed() else "cpu"
+
+
+def backend_names(backends: str | tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The compute backends to try, in order. A listed backend that cannot load here (jit without
+    numba) is passed over while another is left, as onert skips a backend it cannot load; alone, it is
+    an error saying what to install."""
+    if backends is None:
+        backends = default_backends()
+    names = tuple(b.strip() for b in (backends.split(";") if isinstance(backends, str) else backends)
+                  if b.strip())
+    for name in names:
+        if name not in _BACKENDS:
+            raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(_BACKENDS))}")
+    if "jit" in names and not jit.load():
+        kept = tuple(n for n in names if n != "jit")
+        if not kept:
+            raise ValueError(f"the jit backend needs numba ({jit.why_not()}); "
+                             "install it with: pip install \"onert-py[jit]\"")
+        names = kept
+    return names or ("cpu",)
+
+
+def parse_op_backend(spec: str | Mapping[str, str] | None) -> dict[str, str]:
+    """op_backend as a dict {"CONV_2D": "cpu", "0:12": "jit"}, from a dict or onert's string form
+    "CONV_2D=cpu;0:12=jit"; ONERT_PY_OP_BACKEND_MAP (same form) fills in keys the option does not
+    give. Keys are op types (custom ops by their custom name) or SUBGRAPH:INDEX."""
+    merged = _parse_map(os.environ.get("ONERT_PY_OP_BACKEND_MAP", ""), "ONERT_PY_OP_BACKEND_MAP")
+    merged.update(_parse_map(spec, "op_backend") if spec else {})
+    for key, name in merged.items():
+        if name not in _BACKENDS:
+            raise ValueError(f"op_backend {key}={name}: unknown backend {name!r}; available: "
+                             f"{', '.join(sorted(_BACKENDS))}")
+        if name == "jit" and not jit.load():
+            raise ValueError(f"op_backend {key}=jit: the jit backend needs numba ({jit.why_not()}); "
+                             "install it with: pip install \"onert-py[jit]\"")
+    return merged
+
+
+def _parse_map(spec: str | Mapping[str, str], what: str) -> dict[str, str]:
+    if isinstance(spec, Mapping):
+        items = [(str(k), str(v)) for k, v in spec.items()]
+    else:
+        items = []
+        for part in str(spec).split(";"):
+            if not part.strip():
+                continue
+            key, eq, value = part.partition("=")
+            if not eq or not key.strip() or not value.strip():
+                raise ValueError(f"{what}: {part.strip()!r} is not KEY=BACKEND (KEY an op type such as "
+                                 "CONV_2D, or SUBGRAPH:INDEX)")
+            items.append((key, value))
+    out = {}
+    for key, value in items:
+        key, value = key.strip(), value.strip()
+        if ":" in key:
+            s, _, i = key.partition(":")
+            if not (s.strip().isdigit() and i.strip().isdigit()):
+                raise ValueError(f"{what}: key {key!r} is not SUBGRAPH:INDEX (two numbers)")
+            key = f"{int(s)}:{int(i)}"
+        out[key] = value
+    return out
 
 
 def execution_order(sg: Subgraph) -> list[Operation]:
@@ -97,21 +194,17 @@ def execution_order(sg: Subgraph) -> list[Operation]:
     return order
 
 
-def _parse_backends(backends: str | tuple[str, ...]) -> tuple[str, ...]:
-    names = tuple(b.strip() for b in (backends.split(";") if isinstance(backends, str) else backends)
-                  if b.strip())
-    for name in names:
-        if name not in _BACKENDS:
-            raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(_BACKENDS))}")
-    return names or ("cpu",)
-
-
 def compile_model(model: Model, runtime: RuntimeState | None = None,
-                  backends: str | tuple[str, ...] = "cpu") -> ExecutorMap:
-    """Prepare one executor per subgraph. Raises UnsupportedOpError naming every op without a kernel."""
-    names = _parse_backends(backends)
+                  backends: str | tuple[str, ...] | None = None,
+                  op_backend: str | Mapping[str, str] | None = None) -> ExecutorMap:
+    """Prepare one executor per subgraph, each op on the first backend of `backends` that takes it
+    (default: default_backends()) unless `op_backend` forces one. Raises UnsupportedOpError naming
+    every op without a kernel."""
+    names = backend_names(backends)
+    forced = parse_op_backend(op_backend)
     runtime = runtime or RuntimeState()
-    missing = unsupported_ops(model, names)
+    runtime.backends, runtime.op_backend = names, forced
+    missing = unsupported_ops(model, names, forced)
     if missing:
         listed = "; ".join(f"{name} (subgraph {s} operator {i})" for s, i, name in missing[:20])
         more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
@@ -123,7 +216,7 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             qtype = quantized_type(op, sg)
             if qtype is not None:
                 quantized.add(id(op))
-            backend = backend_of[id(op)] = assign_backend(op, names, qtype)
+            backend = backend_of[id(op)] = assign_backend(op, names, qtype, sg, forced)
             attrs[id(op)] = backend.attributes(op.kernel_name)
     # Ops that may keep a value beyond their run: kernels that keep their inputs, and, when some op of
     # the model keeps values, ops that hand values to other subgraphs.
@@ -155,6 +248,7 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
                 continue
             ex.operations.append(op)
             ex.runs.append(run)
+            ex.backend_names.append(backend.name)
         ex.reset_variables()
         ex.finalize(folded, may_keep)
     return executors

@@ -48,6 +48,7 @@ class Executor:
         self.output_indices: tuple[int, ...] = subgraph.outputs
         self.operations: list = []   # ir.Operation in execution order, parallel to runs
         self.runs: list = []
+        self.backend_names: list[str] = []   # the backend running each op, parallel to runs
         self._temporaries: tuple[int, ...] = ()
         self._release_after: dict[int, tuple[int, ...]] = {}
         self._folded: frozenset[int] = frozenset()  # slots holding values computed at compile time

@@ -15,6 +15,7 @@ class RuntimeOptions:
     max_while_iterations: int | None = None   # None: unbounded
     controlflow_copy: str = "reference"       # "reference" (copy only where needed) or "all" (seed policy)
     preserve_all_tensors: bool = False        # keep every intermediate after a run (for inspection)
+    num_threads: int | None = None            # BLAS and jit threads while running (None: libraries' own)
     # Share memory between planned tensors (exec/memory_plan.py); ONERT_PY_ARENA=0 turns it off to
     # compare or to rule it out when chasing a wrong result.
     arena: bool = field(default_factory=lambda: os.environ.get("ONERT_PY_ARENA", "1") != "0")
@@ -55,6 +56,9 @@ class RuntimeState:
         self.call_once_done: set[int] = set()       # init subgraphs already run
         self.resources: dict[Any, Any] = {}          # variables and hash tables by handle key
         self.clock = time.perf_counter
+        self.backends: tuple[str, ...] = ("cpu",)    # the compute backends ops were given to, in order
+        self.op_backend: dict[str, str] = {}        # backends forced per op type or "SUBGRAPH:INDEX"
+        self.compiled_loops: set[tuple[int, int]] = set()   # (subgraph, op) of loops run compiled
 
     def held_arrays(self) -> list:
         """Arrays the runtime keeps across runs (variable values): outputs sharing them are copied."""

@@ -65,7 +65,9 @@ def _params():
     for name in MODELS:
         missing = _missing_kernels(name)
         marks = [pytest.mark.xfail(strict=True, reason=f"missing kernel: {', '.join(missing)}")] if missing else []
-        for fmt in ("tflite", "circle") + (("tflite-copyall",) if _has_control_flow(name) else ()):
+        # "tflite-cpu": the numpy cpu backend alone; the others run on the default backends ("jit;cpu"
+        # when numba is installed, as in CI): the corpus is checked under both compute backends
+        for fmt in ("tflite", "tflite-cpu", "circle") + (("tflite-copyall",) if _has_control_flow(name) else ()):
             known = None if missing else known_mismatch(name, fmt)
             fmt_marks = marks + ([pytest.mark.xfail(strict=True, reason=known)] if known else [])
             yield pytest.param(name, fmt, id=f"{name}-{fmt}", marks=fmt_marks)
@@ -146,8 +148,9 @@ def test_corpus_model(name, fmt):
     before = [[x.copy() for x in ins] for ins, _ in runs]
     # "tflite-copyall": the control-flow ops copy every subgraph input/output (the seed behaviour)
     copy = "all" if fmt.endswith("-copyall") else "reference"
+    backends = "cpu" if fmt.endswith("-cpu") else None
     data = _model_bytes(name, fmt.split("-")[0])
-    sess = onert_py.infer.session(data, controlflow_copy=copy)
+    sess = onert_py.infer.session(data, backends, controlflow_copy=copy)
     # every stored input set in turn, then the first again (on copies): state and shapes from one
     # run must not leak into the next, including a change of batch size / sequence length and back
     for n, r in enumerate(list(range(len(runs))) + [0]):
@@ -156,7 +159,7 @@ def test_corpus_model(name, fmt):
         if again and _has_variable_tensors(name):
             # variable tensors (a fused LSTM's state) keep their values across invokes, in LiteRT too:
             # the stored outputs are those of a first invoke
-            sess = onert_py.infer.session(data, controlflow_copy=copy)
+            sess = onert_py.infer.session(data, backends, controlflow_copy=copy)
         got = sess.infer([x.copy() for x in inputs] if again else inputs)
         _compare(got, expected, rtol, atol, f"{name} ({fmt}) input set {r}" + (" again" if again else ""))
     for (ins, _), bs in zip(runs, before):

@@ -417,7 +417,7 @@ def test_installed_script(wmodel):
 # ---- inspect: one subgraph's tensors and operators, signature tensors, constants
 
 def test_inspect_subgraph_tables(wmodel, capsys):
-    rc, out, _ = cli(capsys, "inspect", wmodel, "--subgraph", 2, "--subgraph", 0)
+    rc, out, _ = cli(capsys, "inspect", wmodel, "--subgraph", 2, "--subgraph", 0, "--backends", "cpu")
     assert rc == 0
     lines = out.splitlines()
     k = lines.index("subgraph 2 'body': tensors")
@@ -429,10 +429,10 @@ def test_inspect_subgraph_tables(wmodel, capsys):
                     ["3", "[2]", "float32", "output", "-", "-", "bx_next"],
                     ["4", "[]", "int32", "const", "4", "bytes", "-", "inc"]]
     k = lines.index("subgraph 2 'body': operators")
-    assert lines[k + 3].split() == ["0", "ADD", "0,", "4", "2", "fused_activation_function=NONE",
+    assert lines[k + 3].split() == ["0", "ADD", "cpu", "0,", "4", "2", "fused_activation_function=NONE",
                                     "pot_scale_int16=True"]
     k = lines.index("subgraph 0 'main': operators")
-    assert lines[k + 4].split()[:6] == ["1", "WHILE", "0,", "2", "4,", "5"]   # i, x_scaled -> i_out, x_out
+    assert lines[k + 4].split()[:7] == ["1", "WHILE", "controlflow", "0,", "2", "4,", "5"]  # i, x_scaled -> i_out, x_out
     assert "cond_subgraph_index=1 body_subgraph_index=2" in lines[k + 4]
     assert "subgraph 1 'cond': tensors" not in out
 
@@ -444,14 +444,14 @@ def test_inspect_signature_tensors_and_constants(wmodel, capsys):
     assert "      outputs: i_out = i_out [] int32, y = y [2] float32" in out
     # two, one (2 x float32 each), limit, inc (int32): 8 + 8 + 4 + 4 bytes
     assert "constants: 4 tensor(s), 24 bytes" in out
-    info = json.loads(cli(capsys, "inspect", wmodel, "--json", "--subgraph", 1)[1])
+    info = json.loads(cli(capsys, "inspect", wmodel, "--json", "--subgraph", 1, "--backends", "cpu")[1])
     assert info["constants"] == {"tensors": 4, "bytes": 24}
     assert info["signatures"][0]["input_details"][1] == {"name": "x", "tensor": 1, "tensor_name": "x",
                                                           "shape": [2], "dtype": "float32"}
     cond = info["subgraphs"][1]
     assert [t["kind"] for t in cond["tensor_details"]] == ["input", "input", "output", "const"]
     assert cond["operator_details"] == [{"index": 0, "opcode": "LESS", "version": 1, "inputs": [0, 3],
-                                         "outputs": [2], "options": {}}]
+                                         "outputs": [2], "options": {}, "backend": "cpu"}]
     assert "tensor_details" not in info["subgraphs"][0]
 
 

@@ -3,6 +3,7 @@ signed zeros, fused activations, integer wrap-around."""
 import numpy as np
 import pytest
 
+import onert_py
 from helpers import FORMATS, check_builtin, run_litert_builtin, run_onert, single_op_model
 
 F32 = np.float32
@@ -311,3 +312,26 @@ def test_one_element_arithmetic_clamps_like_litert(opcode, values):
                          fused_activation_function=0)
     with np.errstate(all="ignore"):
         check_builtin(mb, [np.array([a], np.float32), np.array([b], np.float32)])
+
+
+@pytest.mark.parametrize("opcode", ["ADD", "SUB", "MUL", "DIV"])
+@pytest.mark.parametrize("act", [0, 1, 2, 3])
+def test_one_element_values_match_litert_bit_for_bit(opcode, act):
+    """[1]-shaped operands (the loop values converters emit) take a path computing on Python floats:
+    random pairs over many magnitudes, overflow to +-inf (clamped to +-FLT_MAX), NaN, signed zeros,
+    subnormals and 0 divisors must give LiteRT's float32 results exactly (its builtin kernels, which
+    clamp an overflow to +-FLT_MAX; XNNPACK leaves it inf)."""
+    g = np.random.default_rng(7)
+    big = np.finfo(np.float32).max
+    pairs = [(big, big), (-big, big), (np.inf, 1.0), (np.nan, 2.0), (-0.0, 0.0), (1e-45, 3.0),
+             (1.0, 0.0), (-1.0, 0.0), (0.0, 0.0), (3e38, -0.5)]
+    pairs += [tuple((g.normal(size=2) * 10.0 ** g.integers(-30, 30, size=2)).astype(np.float32)) for _ in range(30)]
+    mb = single_op_model(opcode, [("a", [1], np.float32), ("b", [1], np.float32)], [("o", [1], np.float32)],
+                         fused_activation_function=act)
+    data = mb.to_bytes("tflite")
+    sess = onert_py.infer.session(data, backends="cpu")
+    for a, b in pairs:
+        inputs = [np.array([a], np.float32), np.array([b], np.float32)]
+        got = sess.infer(inputs)[0]
+        want = run_litert_builtin(mb, inputs)[0]
+        np.testing.assert_array_equal(got, want, err_msg=f"{opcode} act={act} of {a!r}, {b!r}")

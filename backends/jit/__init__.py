@@ -1,0 +1,46 @@
+"""The jit backend: kernels compiled with numba, chosen per op as onert chooses its backends.
+
+Optional (`pip install "onert-py[jit]"`). Nothing here imports numba until a session asks for the
+backend (`load()`); without numba, `installed()` is False, the default backends are "cpu" and nothing is
+said. The kernels sit in family modules beside the cpu ones (jit/conv.py beside cpu/conv.py) and share
+the cpu modules' helpers for op logic (geometry, options, quantization parameters); each registers on
+`JIT` with `accepts(op, subgraph)` saying which ops of its kind it takes (types, options, static shapes),
+so that "jit;cpu" leaves the others to cpu.
+
+Compiled functions are cached on disk by numba (`cache=True`: beside the modules, or in numba's user
+cache directory when that is read-only, or NUMBA_CACHE_DIR) and are generic over shapes: a new model
+compiles nothing new unless it brings new types or array ranks.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+_FAMILIES = ("elementwise", "shape", "conv", "pool", "matmul")
+_state: dict[str, object] = {}
+
+
+def installed() -> bool:
+    """numba is installed (looked up, not imported: cheap)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def load() -> bool:
+    """Import numba and register the jit kernels (once). False when numba cannot be imported."""
+    if "loaded" in _state:
+        return bool(_state["loaded"])
+    try:
+        import numba  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any failure to import means no jit backend
+        _state["loaded"], _state["why"] = False, f"{type(e).__name__}: {e}"
+        return False
+    for family in _FAMILIES:
+        if importlib.util.find_spec(f"{__name__}.{family}") is not None:
+            importlib.import_module(f"{__name__}.{family}")
+    _state["loaded"] = True
+    return True
+
+
+def why_not() -> str:
+    """Why load() failed (the import error), for messages."""
+    return str(_state.get("why", "numba is not installed"))

@@ -1,0 +1,154 @@
+"""Generated kernels: elementwise expressions (one op's, a loop's) written as Python source, compiled
+by numba and cached on disk.
+
+An elementwise op declares its *expression* (`expression("ADD", ...)` in jit/elementwise.py): a
+template over its inputs' values at one element ("({0} + {1})"), with how its inputs are indexed. Code
+made of expressions is a loop over the output's elements per op, each tensor a flat array:
+- an input of the output's size is read at the same flat index (same shape, or a reshape);
+- a one-element input at 0;
+- any other broadcast input through an index array made at prepare time (numpy's broadcasting of
+  the flat indices), passed as one more argument.
+Each op writes its own output array, so float results round per op exactly as the cpu backend's.
+
+The source of a generated function goes to a file named by its hash in the cache directory
+(ONERT_PY_JIT_CACHE, else ~/.cache/onert-py/jit) and is imported from there, so numba's disk cache
+(`cache=True`) holds its compiled code for the next process.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+FLT_MAX = float(np.finfo(np.float32).max)
+
+# numba-side names a template may use (imported by every generated module)
+_PRELUDE = """import math
+import numpy as np
+from onert_py.backends.jit._numba import clamp, clamp_hi, clamp_lo, kernel
+"""
+
+
+@dataclass(frozen=True)
+class Expr:
+    """One op as an elementwise expression: `template.format(*inputs)` is its value at one element.
+    `flat`: inputs are read at the output's flat index whatever their shapes (a reshape); else they
+    broadcast to the output's shape. `inputs`: which of the op's inputs the template reads (others, e.g.
+    RESHAPE's shape, are not read)."""
+    template: str
+    inputs: tuple[int, ...] = (0, 1)
+    flat: bool = False
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("ONERT_PY_JIT_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "onert-py" / "jit"
+
+
+_modules: dict[str, Any] = {}
+
+
+def compile_source(source: str, name: str) -> Callable:
+    """The function `name` defined by `source` (after the prelude), compiled by numba on first call and
+    cached on disk; the same source gives the same module in every process."""
+    text = _PRELUDE + source
+    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
+    module_name = f"onert_py_jit_{digest}"
+    module = _modules.get(module_name)
+    if module is None:
+        folder = cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{module_name}.py"
+        if not path.exists() or path.read_text() != text:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)   # atomic: another process may be importing the same file
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        _modules[module_name] = module
+    return getattr(module, name)
+
+
+def broadcast_index(in_shape: Sequence[int], out_shape: Sequence[int]) -> np.ndarray:
+    """For each flat index of `out_shape`, the flat index of the broadcast input element (int64)."""
+    size = int(np.prod(in_shape, dtype=np.int64))
+    idx = np.arange(size, dtype=np.int64).reshape(tuple(in_shape))
+    return np.ascontiguousarray(np.broadcast_to(idx, tuple(out_shape))).reshape(-1)
+
+
+class Code:
+    """Source lines of one generated function, with the arrays it takes as arguments."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.args: list[str] = []          # argument names, in order
+        self.values: list[Any] = []        # what each argument is bound to (a slot key or an array)
+
+    def arg(self, name: str, value: Any) -> str:
+        if name not in self.args:
+            self.args.append(name)
+            self.values.append(value)
+        return name
+
+    def element_loop(self, indent: str, out: str, expr: Expr, inputs: Sequence[tuple[str, tuple]],
+                     out_shape: tuple, index_name: Callable[[int], str], bound: str | None = None,
+                     channels: str | None = None) -> None:
+        """`out[k] = expr` over the output's elements, each input (name, shape) indexed as the module
+        docstring says; an input that varies only along the last axis (a bias, a per-channel scale)
+        is read at k % C in a row/channel double loop, which vectorizes where a gathered index does
+        not. Index arrays are registered as arguments named by index_name(j). `bound` / `channels`:
+        the size and last dim as source expressions (for code generic over shapes), else literals."""
+        size = int(np.prod(out_shape, dtype=np.int64))
+        c = int(out_shape[-1]) if out_shape else 1
+        modes = []
+        for name, shape in inputs:
+            n = int(np.prod(shape, dtype=np.int64))
+            if n == size and (expr.flat or tuple(shape) == tuple(out_shape) or size == 1):
+                modes.append("same")
+            elif n == 1:
+                modes.append("one")
+            elif not expr.flat and n == c and len(shape) >= 1 and shape[-1] == c:
+                modes.append("channel")
+            else:
+                modes.append("index")
+        bound = bound if bound is not None else str(size)
+        refs = []
+        for j, ((name, shape), mode) in enumerate(zip(inputs, modes)):
+            if mode == "same":
+                refs.append(f"{name}[k]")
+            elif mode == "one":
+                refs.append(f"{name}[0]")
+            elif mode == "channel":
+                refs.append(f"{name}[ch]")
+            else:
+                ix = self.arg(index_name(j), broadcast_index(shape, out_shape))
+                refs.append(f"{name}[{ix}[k]]")
+        value = expr.template.format(*refs)
+        if "channel" in modes:
+            cs = channels if channels is not None else str(c)
+            self.lines += [f"{indent}for row in range(({bound}) // ({cs})):",
+                           f"{indent}    for ch in range({cs}):",
+                           f"{indent}        k = row * ({cs}) + ch",
+                           f"{indent}        {out}[k] = {value}"]
+        else:
+            self.lines += [f"{indent}for k in range({bound}):", f"{indent}    {out}[k] = {value}"]
+
+
+def clamp(template: str, lo: float | None, hi: float | None, dtype: np.dtype) -> str:
+    """`template` clamped to [lo, hi] (None: unbounded that side), NaN kept as np.clip keeps it."""
+    if lo is None and hi is None:
+        return template
+    lit = (lambda x: f"np.float32({float(x)!r})") if dtype == np.float32 else (lambda x: f"{int(x)}")
+    if lo is None:
+        return f"clamp_hi({template}, {lit(hi)})"
+    if hi is None:
+        return f"clamp_lo({template}, {lit(lo)})"
+    return f"clamp({template}, {lit(lo)}, {lit(hi)})"

@@ -1,0 +1,199 @@
+"""jit kernels of the elementwise families (cpu/elementwise.py, cpu/unary.py, cpu/activations.py):
+each op's *expression* (codegen.Expr), used by whole-loop compilation (jit/loop.py) for ops of any
+size, and, for large static float32 tensors, a per-op kernel generated from the same expression with
+the fused activation in the same pass (numpy needs a second pass over the output to clamp it).
+
+Semantics are the cpu kernels': float32 arithmetic rounds once per op; LiteRT's activation range
+clamps ADD/SUB/MUL/DIV (with no activation to ±FLT_MAX, NaN kept); int32 arithmetic wraps.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH
+from onert_py.backends.jit.codegen import FLT_MAX, Code, Expr, clamp, compile_source
+from onert_py.backends.registry import CPU, JIT, KernelContext, Run
+
+ExprFn = Callable[[object, object], "Expr | None"]
+EXPRESSIONS: dict[str, ExprFn] = {}
+
+# Below this many output elements a per-op kernel loses to the cpu backend's numpy paths (the call
+# into numba and its argument checks cost about as much as numpy's small-array overhead); inside a
+# compiled loop every size is taken.
+PER_OP_MIN_SIZE = 4096
+
+
+def expression(*names: str) -> Callable[[ExprFn], ExprFn]:
+    """Decorator: fn(op, subgraph) -> Expr, or None when the op's types or options are not covered."""
+    def deco(fn: ExprFn) -> ExprFn:
+        for n in names:
+            if n in EXPRESSIONS:
+                raise RuntimeError(f"jit expression {n} registered twice")
+            EXPRESSIONS[n] = fn
+        return fn
+    return deco
+
+
+def expression_of(op, sg) -> Expr | None:
+    """The op's expression when it has one for these types and options (static shapes required)."""
+    fn = EXPRESSIONS.get(op.kernel_name) if not op.is_custom else None
+    if fn is None:
+        return None
+    tensors = [sg.tensors[t] for t in (*op.inputs, *op.outputs) if t >= 0]
+    if any(t.is_dynamic or t.data is None and t.shape_signature is not None and -1 in t.shape_signature
+           for t in tensors):
+        return None
+    return fn(op, sg)
+
+
+def _dtypes(op, sg) -> tuple[list[np.dtype], np.dtype]:
+    return [sg.tensors[t].dtype for t in op.inputs if t >= 0], sg.tensors[op.outputs[0]].dtype
+
+
+def _quantized(op, sg) -> bool:
+    for t in (*op.inputs, *op.outputs):
+        q = sg.tensors[t].quantization if t >= 0 else None
+        if q is not None and np.size(q.scale) > 0 and sg.tensors[t].dtype.kind in "iu":
+            return True
+    return False
+
+
+_F32, _I32, _BOOL = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_)
+_INT_MAX = int(np.iinfo(np.int32).max)
+
+
+def _activation_bounds(code: int, dt: np.dtype) -> tuple | None:
+    """(lo, hi) of LiteRT's activation range for ADD/SUB/MUL/DIV (None: not covered); TANH and
+    SIGN_BIT act as NONE there, as in the cpu kernels."""
+    if dt == _F32:
+        return {NONE: (-FLT_MAX, FLT_MAX), TANH: (-FLT_MAX, FLT_MAX), SIGN_BIT: (-FLT_MAX, FLT_MAX),
+                RELU: (0.0, FLT_MAX), RELU6: (0.0, 6.0), RELU_N1_TO_1: (-1.0, 1.0)}.get(code)
+    if dt == _I32:
+        return {NONE: (None, None), TANH: (None, None), SIGN_BIT: (None, None), RELU: (0, None),
+                RELU6: (0, 6), RELU_N1_TO_1: (-1, 1)}.get(code)
+    return None
+
+
+_ARITHMETIC = {"ADD": "({0} + {1})", "SUB": "({0} - {1})", "MUL": "({0} * {1})", "DIV": "({0} / {1})"}
+
+
+@expression("ADD", "SUB", "MUL", "DIV")
+def _arithmetic(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    if len(ins) != 2 or _quantized(op, sg) or any(d != out for d in ins):
+        return None
+    if out == _I32 and op.opcode == "DIV":
+        return None   # C++ division by zero and truncation: left to cpu
+    bounds = _activation_bounds(op.options.get("fused_activation_function", NONE), out)
+    if bounds is None:
+        return None
+    body = _ARITHMETIC[op.opcode]
+    if out == _I32:
+        body = f"np.int32({body})"   # int32 wraps, as LiteRT's
+    return Expr(clamp(body, *bounds, out))
+
+
+@expression("MAXIMUM", "MINIMUM")
+def _extremum(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    if len(ins) != 2 or _quantized(op, sg) or any(d != out for d in ins) or out not in (_F32, _I32):
+        return None
+    return Expr(f"np.{op.opcode.lower()}({{0}}, {{1}})")   # numpy's: NaN wins
+
+
+@expression("SQUARED_DIFFERENCE")
+def _squared_difference(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    if len(ins) != 2 or _quantized(op, sg) or any(d != _F32 for d in ins) or out != _F32:
+        return None
+    return Expr("(({0} - {1}) * ({0} - {1}))")
+
+
+_COMPARISONS = {"LESS": "<", "LESS_EQUAL": "<=", "GREATER": ">", "GREATER_EQUAL": ">=", "EQUAL": "==",
+                "NOT_EQUAL": "!="}
+
+
+@expression(*_COMPARISONS)
+def _comparison(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    if (len(ins) != 2 or _quantized(op, sg) or ins[0] != ins[1] or out != _BOOL
+            or ins[0] not in (_F32, _I32, np.dtype(np.int64))):
+        return None
+    return Expr(f"({{0}} {_COMPARISONS[op.opcode]} {{1}})")
+
+
+@expression("LOGICAL_AND", "LOGICAL_OR")
+def _logical(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    if len(ins) != 2 or any(d != _BOOL for d in ins) or out != _BOOL:
+        return None
+    return Expr(f"({{0}} {'and' if op.opcode == 'LOGICAL_AND' else 'or'} {{1}})")
+
+
+@expression("LOGICAL_NOT")
+def _logical_not(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    return Expr("(not {0})", (0,)) if ins == [_BOOL] and out == _BOOL else None
+
+
+_UNARY_F32 = {"NEG": "(-{0})", "ABS": "abs({0})", "SQUARE": "({0} * {0})", "SIN": "math.sin({0})",
+              "COS": "math.cos({0})", "SQRT": "np.sqrt({0})",
+              "RELU": clamp("{0}", 0.0, None, _F32), "RELU6": clamp("{0}", 0.0, 6.0, _F32),
+              "RELU_N1_TO_1": clamp("{0}", -1.0, 1.0, _F32)}
+
+
+@expression(*_UNARY_F32)
+def _unary(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    if ins != [_F32] or out != _F32 or _quantized(op, sg):
+        return None
+    return Expr(_UNARY_F32[op.opcode], (0,))
+
+
+# ----------------------------------------------------------------------------------- per-op kernels
+
+def _per_op_accepts(op, sg) -> bool:
+    """Large static float32 elementwise ops (PER_OP_MIN_SIZE), whose expression is covered."""
+    out = sg.tensors[op.outputs[0]] if op.outputs else None
+    if out is None or out.dtype != _F32 or not out.shape or expression_of(op, sg) is None:
+        return False
+    return int(np.prod(out.shape, dtype=np.int64)) >= PER_OP_MIN_SIZE
+
+
+def _per_op(ctx: KernelContext) -> Run:
+    op, sg = ctx.op, ctx.subgraph
+    expr = expression_of(op, sg)
+    out_t = ctx.output_tensor(0)
+    out_shape = tuple(out_t.shape)
+    size = int(np.prod(out_shape, dtype=np.int64))
+    code = Code()
+    names = [f"a{j}" for j in range(len(expr.inputs))]
+    shapes = [tuple(ctx.input_tensor(i).shape) for i in expr.inputs]
+    code.element_loop("    ", "out", expr, list(zip(names, shapes)), out_shape, lambda j: f"i{j}",
+                      bound="out.shape[0]", channels="channels")
+    index_args = code.args   # broadcast index arrays, made now
+    index_values = [*code.values, out_shape[-1]]
+    source = (f"@kernel\ndef elementwise(out, {', '.join(names + index_args)}, channels):\n"
+              + "\n".join(code.lines) + "\n")
+    fn = compile_source(source, "elementwise")
+    slots = [ctx.inputs[i] for i in expr.inputs]
+    v, (o,) = ctx.values, ctx.outputs
+    alloc = ctx.output_buffer(0)
+    declared = [tuple(s) for s in shapes]
+    ascontig = np.ascontiguousarray
+    other_shapes = CPU.kernel(op.kernel_name)(ctx)   # inputs not of the declared shapes: numpy's way
+
+    def run() -> None:
+        xs = [v[t] for t in slots]
+        if any(np.shape(x) != s for x, s in zip(xs, declared)):
+            return other_shapes()
+        r = alloc(out_shape)
+        fn(r.reshape(size), *[ascontig(x, _F32).reshape(-1) for x in xs], *index_values)
+        v[o] = r
+    return run
+
+
+for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"):
+    JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts)(_per_op)

@@ -1,0 +1,197 @@
+"""Whole-loop compilation (backends/jit/loop.py): WHILE loops whose cond and body are elementwise and
+shape ops on static shapes run as one compiled function. References: LiteRT, and the cpu backend's
+executor loop, which must agree bit for bit (each op rounds once, in float32, on both)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import onert_py
+from helpers import assert_close, run_litert
+from onert_py.errors import ExecutionError
+from onert_py.schema.writer import ModelBuilder
+
+pytest.importorskip("numba")
+
+F32, I32 = np.float32, np.int32
+MODELS = Path(__file__).resolve().parents[3] / "benchmarks" / "models"
+
+
+def _session(data: bytes, backends: str = "jit;cpu", **kw):
+    return onert_py.infer.session(data, backends=backends, **kw)
+
+
+def _both(data: bytes, inputs, **kw):
+    """(jit outputs, cpu outputs, whether the jit session compiled the loop)."""
+    jit = _session(data, **kw)
+    out = jit.infer(inputs)
+    cpu = _session(data, "cpu", **kw).infer(inputs)
+    return out, cpu, bool(jit.runtime.compiled_loops)
+
+
+def _same(a, b) -> None:
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+
+
+def _loop(body_fill, cond_fill, specs, out_shapes=None) -> bytes:
+    """Subgraph 0: WHILE over `specs` [(name, shape, dtype)]; 1 = cond, 2 = body."""
+    mb = ModelBuilder()
+    main = mb.subgraph("main")
+    ins = [main.tensor(n, s, d) for n, s, d in specs]
+    outs = [main.tensor(f"{n}_out", s, d) for n, s, d in specs]
+    cond, body = mb.subgraph("cond"), mb.subgraph("body")
+    cond_fill(cond, [cond.tensor(n, s, d) for n, s, d in specs])
+    body_fill(body, [body.tensor(n, s, d) for n, s, d in specs])
+    main.op("WHILE", ins, outs, cond_subgraph_index=1, body_subgraph_index=2)
+    main.inputs, main.outputs = ins, outs
+    mb.signature("serving_default", main)
+    return mb.to_bytes("tflite")
+
+
+def _count_below(limit: int):
+    def fill(sg, ts):
+        lim = sg.const("limit", np.array([limit], I32))
+        o = sg.tensor("go", [1], np.bool_)
+        sg.op("LESS", [ts[0], lim], [o])
+        sg.inputs, sg.outputs = ts, [o]
+    return fill
+
+
+def _step(sg, i):
+    one = sg.const("one", np.array([1], I32))
+    ni = sg.tensor("i_next", [1], I32)
+    sg.op("ADD", [i, one], [ni], fused_activation_function=0)
+    return ni
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000])
+def test_converter_scalar_loop(n):
+    """The converter's tf.while_loop: [1] values, a rank-0 counter, i < reshape(n, [])."""
+    data = (MODELS / "scalar_loop.tflite").read_bytes()
+    inputs = [np.array([1.5], F32), np.array([n], I32)]
+    out, cpu, compiled = _both(data, inputs)
+    assert compiled
+    _same(out, cpu)
+    assert_close(out, run_litert(data, inputs), rtol=1e-6, atol=0)
+
+
+def test_converter_matmul_loop_falls_back():
+    """FULLY_CONNECTED has no jit expression: the loop runs on the executors, with the same results."""
+    data = (MODELS / "matmul_loop.tflite").read_bytes()
+    x = np.random.default_rng(0).normal(size=(512, 64)).astype(F32) * 0.1
+    inputs = [x, np.array([3], I32)]
+    out, cpu, compiled = _both(data, inputs)
+    assert not compiled
+    assert_close(out, cpu, rtol=1e-5, atol=1e-6)
+    assert_close(out, run_litert(data, inputs), rtol=1e-4, atol=1e-5)
+
+
+def _affine_body(act: int):
+    """v = act(v * scale + bias) with bias broadcast along the last axis, i += 1."""
+    def fill(sg, ts):
+        i, v = ts
+        scale = sg.const("scale", np.array([1.5], F32))
+        bias = sg.const("bias", np.array([0.5, -1.0, 2.0], F32))
+        m, nv = sg.tensor("m", [4, 3], F32), sg.tensor("nv", [4, 3], F32)
+        sg.op("MUL", [v, scale], [m], fused_activation_function=0)
+        sg.op("ADD", [m, bias], [nv], fused_activation_function=act)
+        sg.inputs, sg.outputs = ts, [_step(sg, i), nv]
+    return fill
+
+
+@pytest.mark.parametrize("act", [0, 1, 3])   # NONE, RELU, RELU6
+@pytest.mark.parametrize("n", [0, 3, 200])   # 200: overflows float32 with NONE, clamped to FLT_MAX
+def test_broadcast_body_matches_litert(act, n):
+    data = _loop(_affine_body(act), _count_below(n), [("i", [1], I32), ("v", [4, 3], F32)])
+    v = np.random.default_rng(1).normal(size=(4, 3)).astype(F32)
+    inputs = [np.array([0], I32), v]
+    out, cpu, compiled = _both(data, inputs)
+    assert compiled
+    _same(out, cpu)
+    assert_close(out, run_litert(data, inputs), rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(inputs[1], v)   # the caller's array is untouched
+
+
+def _swap_body(sg, ts):
+    """(i, a, b) -> (i + 1, b, a - b): one result is another loop value."""
+    i, a, b = ts
+    d = sg.tensor("d", [2], F32)
+    sg.op("SUB", [a, b], [d], fused_activation_function=0)
+    sg.inputs, sg.outputs = ts, [_step(sg, i), b, d]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_results_that_are_other_loop_values(n):
+    data = _loop(_swap_body, _count_below(n), [("i", [1], I32), ("a", [2], F32), ("b", [2], F32)])
+    inputs = [np.array([0], I32), np.array([1.0, 2.0], F32), np.array([0.25, -3.0], F32)]
+    out, cpu, compiled = _both(data, inputs)
+    assert compiled
+    _same(out, cpu)
+    a, b = inputs[1].copy(), inputs[2].copy()
+    for _ in range(n):
+        a, b = b, (a - b).astype(F32)
+    np.testing.assert_array_equal(out[1], a)
+    np.testing.assert_array_equal(out[2], b)
+
+
+def test_max_while_iterations_in_compiled_loop():
+    data = _loop(_affine_body(0), _count_below(100), [("i", [1], I32), ("v", [4, 3], F32)])
+    inputs = [np.array([0], I32), np.zeros((4, 3), F32)]
+    sess = _session(data, max_while_iterations=10)
+    with pytest.raises(ExecutionError, match="max_while_iterations=10"):
+        sess.infer(inputs)
+    assert sess.runtime.compiled_loops
+    ok = _session(data, max_while_iterations=100).infer(inputs)
+    _same(ok, _session(data, "cpu").infer(inputs))
+
+
+def test_op_backend_keeps_a_loop_on_the_executors():
+    """An op of the body forced onto cpu: the loop is not compiled (the user asked for cpu there)."""
+    data = _loop(_affine_body(0), _count_below(5), [("i", [1], I32), ("v", [4, 3], F32)])
+    sess = _session(data, op_backend="MUL=cpu")
+    out = sess.infer([np.array([0], I32), np.ones((4, 3), F32)])
+    assert not sess.runtime.compiled_loops
+    _same(out, _session(data, "cpu").infer([np.array([0], I32), np.ones((4, 3), F32)]))
+
+
+def test_cpu_backend_never_compiles():
+    data = (MODELS / "scalar_loop.tflite").read_bytes()
+    sess = _session(data, "cpu")
+    sess.infer([np.array([1.5], F32), np.array([10], I32)])
+    assert not sess.runtime.compiled_loops
+
+
+def _select_cond(sg, ts):
+    """i < 10 and v < 100 (LOGICAL_AND of two comparisons, a float one against a constant)."""
+    i, v = ts
+    a, b, o = sg.tensor("a", [1], np.bool_), sg.tensor("b", [1], np.bool_), sg.tensor("go", [1], np.bool_)
+    sg.op("LESS", [i, sg.const("ten", np.array([10], I32))], [a])
+    sg.op("LESS", [v, sg.const("hundred", np.array([100.0], F32))], [b])
+    sg.op("LOGICAL_AND", [a, b], [o])
+    sg.inputs, sg.outputs = ts, [o]
+
+
+def _grow_body(sg, ts):
+    i, v = ts
+    two = sg.const("two", np.array([2.0], F32))
+    m, r = sg.tensor("m", [1], F32), sg.tensor("r", [1, 1], F32)
+    nv = sg.tensor("nv", [1], F32)
+    sg.op("MUL", [v, two], [m], fused_activation_function=0)
+    sg.op("RESHAPE", [m, sg.const("shape", np.array([1, 1], I32))], [r])
+    sg.op("RESHAPE", [r, sg.const("back", np.array([1], I32))], [nv])
+    sg.inputs, sg.outputs = ts, [_step(sg, i), nv]
+
+
+@pytest.mark.parametrize("v0", [0.5, 3.0, 200.0])
+def test_logical_cond_and_reshapes(v0):
+    data = _loop(_grow_body, _select_cond, [("i", [1], I32), ("v", [1], F32)])
+    inputs = [np.array([0], I32), np.array([v0], F32)]
+    out, cpu, compiled = _both(data, inputs)
+    assert compiled
+    _same(out, cpu)
+    assert_close(out, run_litert(data, inputs), rtol=0, atol=0)
