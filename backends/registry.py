@@ -11,6 +11,10 @@ gives, or into any other array the kernel made itself). The executor's memory pl
 output a slot of its arena, shared with tensors whose lifetimes do not overlap, so a static-shape run
 allocates nothing.
 
+A run closure may carry an `after_compile()` attribute: the compiler calls it once every subgraph is
+prepared and planned (a WHILE builds its fused or compiled loop from its callees' executors then, so
+that compiling happens while the session is created, not in its first run).
+
 Everything else the compiler and executors need to know of an op is declared here, where the op's
 family module registers it, never as a list of names in a lower layer:
 - kernel attributes (`Backend.register(..., keeps_inputs=, calls_subgraphs=, foldable=)`);

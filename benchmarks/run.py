@@ -44,7 +44,10 @@ from onert_py.schema.writer import ModelBuilder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 N_SHORT, N_LONG = 200, 5200
-RUNTIMES = ("onert-py", "LiteRT", "onert", "onnxruntime")
+# onert-py twice: the numpy cpu backend alone, and with the jit backend ("jit;cpu")
+RUNTIMES = ("onert-py cpu", "onert-py jit", "LiteRT", "onert", "onnxruntime")
+TFLITE_RUNTIMES = RUNTIMES[:4]
+ONERT_PY_BACKENDS = {"onert-py cpu": "cpu", "onert-py jit": "jit;cpu"}
 THREADS = int(os.environ.get("OPENBLAS_NUM_THREADS", "1"))
 
 
@@ -162,9 +165,9 @@ def _write_tmp(data: bytes, suffix: str) -> str:
 
 def make_runner(name: str, tflite: str | bytes | None, onnx_model: bytes | None = None):
     """A callable running the model once on `name`; raises when that runtime cannot load it."""
-    if name == "onert-py":
+    if name in ONERT_PY_BACKENDS:
         register_mediapipe_ops()
-        sess = onert_py.infer.session(tflite)
+        sess = onert_py.infer.session(tflite, ONERT_PY_BACKENDS[name], num_threads=THREADS)
         return sess.infer
     if name == "LiteRT":
         from ai_edge_litert.interpreter import Interpreter
@@ -317,9 +320,9 @@ def bench_mediapipe(runs: int, log) -> list[tuple[str, dict]]:
                 inputs = _inputs_from_onert_py(path)
             except Exception as e:  # noqa: BLE001
                 inputs = None
-                result = {name: _why(e) for name in RUNTIMES[:3]}
+                result = {name: _why(e) for name in TFLITE_RUNTIMES}
         fns = {}
-        for name in RUNTIMES[:3] if inputs is not None else ():
+        for name in TFLITE_RUNTIMES if inputs is not None else ():
             native: list[str] = []
             try:
                 with native_stderr(native):
@@ -349,7 +352,7 @@ from run import make_runner, model_inputs, _inputs_from_onert_py
 from pathlib import Path
 path = Path({path!r})
 # inputs from the runtime under test itself, so no other runtime is loaded into this process
-inputs = _inputs_from_onert_py(path) if {name!r} == "onert-py" else model_inputs(path)
+inputs = _inputs_from_onert_py(path) if {name!r}.startswith("onert-py") else model_inputs(path)
 fn = make_runner({name!r}, path)
 for _ in range(3):
     fn(inputs)
@@ -362,7 +365,7 @@ print(int(hwm[0].split()[1]) / 1024 if hwm else resource.getrusage(resource.RUSA
 def bench_rss(model_name: str, log) -> dict[str, object]:
     path = next(p for p in mediapipe_models() if p.stem == model_name)
     result: dict[str, object] = {}
-    for name in RUNTIMES[:3]:
+    for name in TFLITE_RUNTIMES:
         code = _RSS_SCRIPT.format(bench=str(Path(__file__).parent), path=str(path), name=name)
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
         lines = proc.stdout.strip().splitlines()
@@ -382,18 +385,34 @@ def _cell(v, fmt: str) -> str:
     return fmt.format(v) if isinstance(v, float) else str(v)
 
 
-def _ratio(res: dict) -> str:
-    a, b = res.get("onert-py"), res.get("LiteRT")
-    return f"{a / b:.1f}×" if isinstance(a, float) and isinstance(b, float) and b > 0 else "–"
+def _ratio_value(res: dict, name: str) -> float | None:
+    a, b = res.get(name), res.get("LiteRT")
+    return a / b if isinstance(a, float) and isinstance(b, float) and b > 0 else None
+
+
+def _ratio(res: dict, name: str) -> str:
+    r = _ratio_value(res, name)
+    return f"{r:.2f}×" if r is not None else "–"
 
 
 def table(title: str, unit: str, rows: list[tuple[str, dict]], fmt: str) -> str:
-    lines = [f"| {title} | " + " | ".join(f"{n} ({unit})" for n in RUNTIMES) + " | onert-py / LiteRT |",
-             "|---|" + "---:|" * (len(RUNTIMES) + 1)]
+    lines = [f"| {title} | " + " | ".join(f"{n} ({unit})" for n in RUNTIMES)
+             + " | cpu / LiteRT | jit / LiteRT |", "|---|" + "---:|" * (len(RUNTIMES) + 2)]
     for label, res in rows:
         lines.append(f"| {label} | " + " | ".join(_cell(res.get(n, "–"), fmt) for n in RUNTIMES)
-                     + f" | {_ratio(res)} |")
+                     + f" | {_ratio(res, 'onert-py cpu')} | {_ratio(res, 'onert-py jit')} |")
     return "\n".join(lines)
+
+
+def ratio_summary(rows: list[tuple[str, dict]]) -> str:
+    """Median and worst onert-py / LiteRT ratio per backend over the rows LiteRT ran."""
+    out = []
+    for name in ONERT_PY_BACKENDS:
+        rs = [r for r in (_ratio_value(res, name) for _, res in rows) if r is not None]
+        if rs:
+            out.append(f"{name} / LiteRT over {len(rs)} models: median {float(np.median(rs)):.2f}×, "
+                       f"worst {max(rs):.2f}×")
+    return "; ".join(out)
 
 
 def machine() -> str:
@@ -452,6 +471,8 @@ not Landmarks2TransformMatrix / TransformLandmarks / TransformTensorBilinear
 error each runtime raised.
 
 {table("model", "ms", mp, "{:.2f}")}
+
+{ratio_summary(mp)}
 
 ## Peak RSS running pose_landmark_full (MB)
 

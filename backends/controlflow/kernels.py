@@ -267,14 +267,17 @@ def while_(ctx: KernelContext) -> Run:
 
     runtime = ctx.runtime
 
-    def run() -> None:
-        if profile.enabled:   # per-op times need each step timed: the executors' own loops do that
-            return run_profiled()
+    def build() -> None:
         if not fused:
             fused.append(fuse_while(cond_ex, body_ex, _truth))
             fused.append(_compiled_while(cond_ex, body_ex, runtime))
             if fused[1] is not None:
                 runtime.compiled_loops.add(key)
+
+    def run() -> None:
+        if profile.enabled:   # per-op times need each step timed: the executors' own loops do that
+            return run_profiled()
+        build()
         values = [v[i] for i in ins]
         compiled = fused[1]
         if compiled is not None and compiled.accepts(values):
@@ -284,6 +287,7 @@ def while_(ctx: KernelContext) -> Run:
         if count < 0:
             raise ExecutionError(f"WHILE exceeded max_while_iterations={limit}")
         finish(values, count)
+    run.after_compile = build
     return run
 
 

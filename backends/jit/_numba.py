@@ -20,6 +20,12 @@ def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool
 
 
 
+def compile_now(fn, *example_args) -> None:
+    """Compile `fn` for the types of these arguments now (at prepare time, so that a session's
+    creation, not its first run, pays for compiling; from the disk cache when it is there)."""
+    fn.compile(tuple(numba.typeof(x) for x in example_args))
+
+
 # Clamps that keep NaN (as np.clip): templates of generated code call them (codegen.clamp).
 @kernel
 def clamp(v, lo, hi):

@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH
+from onert_py.backends.jit._numba import compile_now
 from onert_py.backends.jit.codegen import FLT_MAX, Code, Expr, clamp, compile_source
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
@@ -178,6 +179,7 @@ def _per_op(ctx: KernelContext) -> Run:
     source = (f"@kernel\ndef elementwise(out, {', '.join(names + index_args)}, channels):\n"
               + "\n".join(code.lines) + "\n")
     fn = compile_source(source, "elementwise")
+    compile_now(fn, np.empty(1, _F32), *[np.empty(1, _F32) for _ in names], *index_values)
     slots = [ctx.inputs[i] for i in expr.inputs]
     v, (o,) = ctx.values, ctx.outputs
     alloc = ctx.output_buffer(0)

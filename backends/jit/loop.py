@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from onert_py.backends.jit._numba import compile_now
 from onert_py.backends.jit.codegen import Code, compile_source
 from onert_py.backends.jit.elementwise import expression_of
 
@@ -138,6 +139,7 @@ def compile_while(cond, body, op_backend: dict) -> Callable | None:
     fn = compile_source("\n".join(lines) + "\n", "loop")
     consts = list(code.values)
     dtypes = [t.dtype for t in loop_tensors]
+    compile_now(fn, -1, *[np.empty(1, dt) for dt in dtypes], *consts)
     shapes = [tuple(t.shape) for t in loop_tensors]
 
     def run(values: list, bound: int) -> tuple[int, list]:

@@ -251,6 +251,11 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             ex.backend_names.append(backend.name)
         ex.reset_variables()
         ex.finalize(folded, may_keep)
+    for ex in executors:   # kernels finishing what needs every subgraph prepared (registry: after_compile)
+        for run in ex.runs:
+            after = getattr(run, "after_compile", None)
+            if after is not None:
+                after()
     return executors
 
 
