@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Callable
 
 import numba
-import numpy as np
 
 prange = numba.prange
 

@@ -1,0 +1,171 @@
+"""Quantized int8 FULLY_CONNECTED on the jit backend: the integer dot products and LiteRT's output stage
+in one pass.
+
+The cpu kernel (backends/cpu/matmul.py) computes the exact sums with a float64 BLAS product (int8
+weights widened 8x at prepare) and then rescales them in several numpy passes. Here each output is an
+int32 dot product of int8 rows (LLVM turns the loop into vpmaddwd: 32 products per instruction), the
+zero points folded into a per-unit constant and a per-row sum, then rescaled at once as ruy does
+(cpu/_quant.py multiply_by_quantized_multiplier_half_up: the int32 shift, the high multiply rounded half
+up, the rounding right shift), offset by the output zero point and clamped to the activation's range.
+int32 arithmetic wraps where LiteRT's accumulators wrap: the sum modulo 2**32 is the same in any order.
+
+Taken: int8 input, constant int8 weights [units, depth] (per tensor, or per output unit with zero
+points 0), an optional constant int32 bias, NONE / RELU / RELU_N1_TO_1 / RELU6, keep_num_dims, static
+shapes. Everything else (shuffled weights, int4, int16, uint8, hybrid, sparse weights, run-time weights
+or bias, and the shapes where BLAS wins) stays on the cpu kernel, which also gives the prepare errors.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import get_num_threads
+
+from onert_py.backends.cpu._quant import activation_range, qparams, quantize_multipliers
+from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _product_multiplier
+from onert_py.backends.jit._numba import kernel, prange
+from onert_py.backends.registry import JIT, KernelContext, Run
+
+_INT32_MAX = (1 << 31) - 1
+# At or above this many multiply-adds an FC is split over numba's threads (by output units).
+_PARALLEL_MIN = 1 << 17
+
+
+@kernel
+def _fc_units(x, w, bias, xsum, zw, mult, left, right, zo, lo, hi, y, j0, j1):
+    """y[:, j0:j1] of an int8 FULLY_CONNECTED: x [M, D] int8, w [U, D] int8, bias [U] int64 (the bias
+    with the input zero point folded in), xsum [M] (the rows' sums, used when zw != 0)."""
+    m_rows, depth = x.shape
+    for j in range(j0, j1):
+        wr = w[j]
+        b, m, sl, sr = bias[j], mult[j], left[j], right[j]
+        nudge = (np.int64(1) << (sr - 1)) if sr > 0 else np.int64(0)
+        for i in range(m_rows):
+            xr = x[i]
+            acc = np.int32(0)
+            for k in range(depth):      # int32, truncated each step: LLVM's vpmaddwd reduction
+                acc = np.int32(acc + np.int32(xr[k]) * np.int32(wr[k]))
+            a = np.int64(np.int32(np.int64(acc) + b - zw * xsum[i]))     # wraps as int32 (C)
+            a = np.int64(np.int32(a << sl))
+            total = ((a * m + (np.int64(1) << 30)) >> 31) + nudge
+            q = (np.int64(1) << (31 - sr)) if total > _INT32_MAX else total >> sr
+            y[i, j] = min(max(q + zo, lo), hi)
+
+
+@kernel(parallel=True)
+def _fc(x, w, bias, zw, mult, left, right, zo, lo, hi, y, chunks):
+    """Every output of the FC, the units in `chunks` parts on numba's threads when chunks > 1."""
+    m_rows = x.shape[0]
+    xsum = np.zeros(m_rows, np.int64)
+    if zw != 0:
+        for i in range(m_rows):
+            s = 0
+            xr = x[i]
+            for k in range(xr.size):
+                s += xr[k]
+            xsum[i] = s
+    units = w.shape[0]
+    if chunks > 1:
+        for t in prange(chunks):
+            _fc_units(x, w, bias, xsum, zw, mult, left, right, zo, lo, hi, y,
+                      t * units // chunks, (t + 1) * units // chunks)
+    else:
+        _fc_units(x, w, bias, xsum, zw, mult, left, right, zo, lo, hi, y, 0, units)
+
+
+def _wins(rows: int, depth: int, units: int) -> bool:
+    """Where the jit kernel beats the cpu kernel (benchmarks/jit_pool_matmul.py, 1 thread, median µs
+    cpu/jit): everywhere measured, most on single rows, where the cpu kernel's BLAS call and numpy
+    output passes are fixed costs: classifier heads 1x1280 -> 1000 192/47.5, 1x1024 -> 1001 178/40,
+    small 1x64 -> 16 27/3.0 and 1x512 -> 10 29/3.1, 1x2048 -> 2048 1185/168; batches 1.65x-4x (4x1280 ->
+    1000 657/163, 32x1024 -> 1024 2512/1291, 128x384 -> 1536 4587/2666, 256x256 -> 256 1027/621).
+    The cpu kernel multiplies in float64 (8 bytes a weight); the jit kernel's int32 dot products
+    (vpmaddwd) read the int8 weights themselves."""
+    return True
+
+
+def _accepts(op, sg) -> bool:
+    """int8 x int8 -> int8 with constant weights (and bias) the cpu kernel would run (else it refuses
+    with its own message), in the shapes where the jit kernel wins."""
+    o = op.options
+    if len(op.inputs) not in (2, 3) or len(op.outputs) != 1 or min(op.inputs[:2]) < 0:
+        return False
+    if (o.get("weights_format", 0) or 0) != 0:
+        return False
+    if (o.get("fused_activation_function", 0) or 0) not in (0, 1, 2, 3):
+        return False
+    x_t, w_t, y_t = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]], sg.tensors[op.outputs[0]]
+    b_t = sg.tensors[op.inputs[2]] if len(op.inputs) == 3 and op.inputs[2] >= 0 else None
+    if (x_t.type_name, w_t.type_name, y_t.type_name) != ("INT8", "INT8", "INT8"):
+        return False
+    if w_t.data is None or w_t.sparsity is not None or len(w_t.shape) != 2 or x_t.is_dynamic:
+        return False
+    qx, qw, qy = qparams(x_t), qparams(w_t), qparams(y_t)
+    if qx is None or qw is None or qy is None or qx.per_channel or qy.per_channel:
+        return False
+    units, depth = w_t.shape
+    if b_t is not None and (b_t.type_name != "INT32" or b_t.data is None or b_t.data.size != units):
+        return False
+    if qw.per_channel:
+        if qw.axis != 0 or qw.scale.size != units or np.any(qw.zero_point != 0):
+            return False
+    elif b_t is not None:     # the cpu kernel's (GetQuantizedConvolutionMultipler's) bias scale check
+        qb = qparams(b_t)
+        sb = float(qb.scale[0]) if qb is not None else 0.0
+        sx, sw, so = float(qx.scale[0]), float(qw.scale[0]), float(qy.scale[0])
+        if abs(sx * sw - sb) / so > 0.02:
+            return False
+    size = int(np.prod(x_t.shape, dtype=np.int64))
+    keep = bool(o.get("keep_num_dims", False))
+    if depth == 0 or size % depth or (keep and tuple(x_t.shape)[-1:] != (depth,)):
+        return False
+    return _wins(size // depth, depth, units)
+
+
+@JIT.register_quantized("FULLY_CONNECTED", dtypes=("int8",), accepts=_accepts)
+def fully_connected_quantized(ctx: KernelContext) -> Run:
+    x_t, w_t, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.output_tensor(0)
+    keep = bool(ctx.options.get("keep_num_dims", False))
+    _check_fc_input(ctx, x_t, w_t, keep)
+    qx, qw, qo = qparams(x_t), qparams(w_t), qparams(out)
+    units, depth = w_t.shape
+    zx, zo = int(qx.zero_point[0]), int(qo.zero_point[0])
+    sx, so = float(qx.scale[0]), float(qo.scale[0])
+    # the multipliers as the cpu kernel derives them (per unit: float32 weight scales, in double)
+    if qw.per_channel:
+        zw = 0
+        real = sx * qw.scale.astype(np.float32).astype(np.float64) / so
+    else:
+        zw = int(qw.zero_point[0])
+        real = np.full(units, _product_multiplier(sx, float(qw.scale[0]), so))
+    mult, shift = quantize_multipliers(real)
+    code = ctx.options.get("fused_activation_function", 0) or 0
+    lo, hi = activation_range(code, so, zo, qo.qmin, qo.qmax)
+
+    w = np.ascontiguousarray(ctx.const(1), dtype=np.int8)
+    b = ctx.const(2) if ctx.has_input(2) else None
+    # sum (x - zx)(w - zw) = x.w - zw * sum(x) - zx * sum(w) + depth * zx * zw: the terms without x
+    # join the bias (exact in int64; the int32 wrap is applied to the total)
+    bias = np.zeros(units, np.int64) if b is None else b.reshape(-1).astype(np.int64)
+    bias += depth * zx * zw - zx * w.sum(axis=1, dtype=np.int64)
+    args = (bias, np.int64(zw), mult.astype(np.int64), np.maximum(shift, 0).astype(np.int64),
+            np.maximum(-shift, 0).astype(np.int64), np.int64(zo), np.int64(lo), np.int64(hi))
+
+    x_i, (o_i,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+    shapes: dict = {}
+
+    def run() -> None:
+        x = v[x_i]
+        s = shapes.get(x.shape)
+        if s is None:
+            out_shape = _fc_output_shape(x, depth, units, keep)
+            rows = x.size // depth
+            if len(shapes) > 8:
+                shapes.clear()
+            s = shapes[x.shape] = (out_shape, rows, rows * depth * units >= _PARALLEL_MIN)
+        y = alloc(s[0])
+        if y.size:
+            chunks = min(get_num_threads(), units) if s[2] else 1
+            _fc(np.ascontiguousarray(x).reshape(s[1], depth), w, *args, y.reshape(s[1], units), chunks)
+        v[o_i] = y
+    return run
