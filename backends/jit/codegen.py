@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -62,19 +63,31 @@ def compile_source(source: str, name: str) -> Callable:
     module_name = f"onert_py_jit_{digest}"
     module = _modules.get(module_name)
     if module is None:
-        folder = cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{module_name}.py"
-        if not path.exists() or path.read_text() != text:
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)   # atomic: another process may be importing the same file
+        path = _write(module_name, text)
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
         _modules[module_name] = module
     return getattr(module, name)
+
+
+def _write(module_name: str, text: str) -> Path:
+    """The source file of a generated module, written unless it is there: in cache_dir(), or in the
+    temporary directory when that cannot be written (a read-only home)."""
+    last: OSError | None = None
+    for folder in (cache_dir(), Path(tempfile.gettempdir()) / f"onert-py-jit-{os.getuid()}"):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{module_name}.py"
+            if not path.exists() or path.read_text() != text:
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(text)
+                os.replace(tmp, path)   # atomic: another process may be importing the same file
+            return path
+        except OSError as e:
+            last = e
+    raise OSError(f"cannot write the jit backend's generated code: {last}")
 
 
 def broadcast_index(in_shape: Sequence[int], out_shape: Sequence[int]) -> np.ndarray:

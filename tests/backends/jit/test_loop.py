@@ -195,3 +195,18 @@ def test_logical_cond_and_reshapes(v0):
     assert compiled
     _same(out, cpu)
     assert_close(out, run_litert(data, inputs), rtol=0, atol=0)
+
+
+def test_unwritable_cache_dir_falls_back_to_tmp(tmp_path, monkeypatch):
+    """A cache directory that cannot be made (here: under a file) costs the disk cache's place, not
+    the session: generated code goes to the temporary directory."""
+    from onert_py.backends.jit import codegen
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("ONERT_PY_JIT_CACHE", str(blocker / "jit"))
+    monkeypatch.setattr(codegen, "_modules", {})
+    data = (MODELS / "scalar_loop.tflite").read_bytes()
+    inputs = [np.array([1.5], F32), np.array([20], I32)]
+    sess = _session(data)
+    assert sess.runtime.compiled_loops
+    _same(sess.infer(inputs), _session(data, "cpu").infer(inputs))
