@@ -125,8 +125,11 @@ Accepts = Callable[[Any, Any], bool]
 
 
 class Backend:
-    def __init__(self, name: str):
+    def __init__(self, name: str, compiles_lazily: bool = False):
         self.name = name
+        # its kernels compile on their first call (numba): the compiler runs each once on zeros while
+        # the session is created, so that compiling is paid there and not in the first inference
+        self.compiles_lazily = compiles_lazily
         self.kernels: dict[str, Prepare] = {}
         self.dtypes: dict[str, tuple[str, ...]] = {}
         self.attrs: dict[str, KernelAttrs] = {}
@@ -282,7 +285,7 @@ def register_shape_function(name: str, fn: ShapeFn, *, replace: bool = False) ->
 
 
 CPU = Backend("cpu")
-JIT = Backend("jit")          # numba-compiled kernels (backends/jit), registered only when numba imports
+JIT = Backend("jit", compiles_lazily=True)   # numba-compiled kernels (backends/jit), registered only when numba imports
 CONTROLFLOW = Backend("controlflow")
 CUSTOM = Backend("custom")
 

@@ -246,6 +246,8 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
                 # state): LiteRT computes it once, then the variable carries its state from there.
                 ex.initial_values.update(_evaluate(ctx, run, folded))
                 continue
+            if backend.compiles_lazily:
+                _warm_up(ctx, run)
             ex.operations.append(op)
             ex.runs.append(run)
             ex.backend_names.append(backend.name)
@@ -257,6 +259,29 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             if after is not None:
                 after()
     return executors
+
+
+def _warm_up(ctx: KernelContext, run) -> None:
+    """Run a kernel of a backend that compiles on first call once on zeros of its inputs' static shapes
+    (compiling it now); the slots are put back as they were. Ops with dynamic shapes compile when
+    they first run."""
+    values, sg = ctx.values, ctx.subgraph
+    slots = [t for t in (*ctx.inputs, *ctx.outputs) if t >= 0]
+    saved = {t: values[t] for t in slots}
+    try:
+        for t in ctx.inputs:
+            if t < 0 or values[t] is not None:
+                continue
+            tensor = sg.tensors[t]
+            if tensor.is_dynamic or tensor.dtype == np.dtype(object):
+                return
+            values[t] = np.zeros(tensor.shape, tensor.dtype)
+        run()
+    except Exception:  # noqa: BLE001 - zeros a kernel refuses: it compiles on its first real run
+        pass
+    finally:
+        for t, value in saved.items():
+            values[t] = value
 
 
 def _constant_inputs(op: Operation, sg: Subgraph, folded: dict) -> bool:

@@ -1,7 +1,10 @@
 """num_threads: how many threads BLAS (numpy's matrix products) and the jit backend's compiled kernels
 use while a session runs, as LiteRT's `num_threads` and benchmark_model's `--num_threads`.
 
-Set per run, put back after it, so that two sessions with different counts, or the caller's own numpy
+Without num_threads, BLAS keeps its own count and the jit kernels run on one thread: numba's default
+(every core) lets one straggling worker hold up each parallel loop for a whole scheduler time slice on a
+machine where other work runs (measured: 2 ms runs spiking to 240 ms), and LiteRT's own default is
+one thread too. Set per run, put back after it, so that two sessions with different counts, or the caller's own numpy
 code, are not affected. BLAS is reached through threadpoolctl (the jit extra installs it); numba's
 count is its thread-local `set_num_threads`. Without threadpoolctl, BLAS keeps its own count (its
 OPENBLAS_NUM_THREADS / OMP_NUM_THREADS) and `blas_controlled` says so.
@@ -45,9 +48,18 @@ def check_num_threads(n: int | None) -> int | None:
 
 @contextmanager
 def thread_limit(n: int | None) -> Iterator[None]:
-    """Run the body with BLAS and numba limited to `n` threads (None: as they are)."""
+    """Run the body with BLAS and numba limited to `n` threads (None: BLAS as it is, numba on one)."""
     if n is None:
-        yield
+        numba = sys.modules.get("numba")
+        if numba is None:
+            yield
+            return
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            yield
+        finally:
+            numba.set_num_threads(before)
         return
     libs = _blas_libraries()
     before = [lib.num_threads for lib in libs]
