@@ -317,7 +317,8 @@ def test_one_element_arithmetic_clamps_like_litert(opcode, values):
 @pytest.mark.parametrize("opcode", ["ADD", "SUB", "MUL", "DIV"])
 @pytest.mark.parametrize("act", [0, 1, 2, 3])
 def test_one_element_values_match_litert_bit_for_bit(opcode, act):
-    """[1]-shaped operands (the loop values converters emit) take a fast path (run_one; before this test, RELU_N1_TO_1 slipped through it unclamped, its range being symmetric like NONE's):
+    """[1]-shaped operands (the loop values converters emit) take a fast path (run_one; before this
+    test, RELU_N1_TO_1 slipped through it unclamped, its range being symmetric like NONE's):
     random pairs over many magnitudes, overflow to +-inf (clamped to +-FLT_MAX), NaN, signed zeros,
     subnormals and 0 divisors must give LiteRT's float32 results exactly (its builtin kernels, which
     clamp an overflow to +-FLT_MAX; XNNPACK leaves it inf)."""
