@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = {"scalar_loop": ((1,), 200, 5200), "matmul_loop": ((512, 64), 10, 110)}
+MODELS = {"scalar_loop": ((1,), 200, 20200), "matmul_loop": ((512, 64), 10, 110)}
 
 
 def _runners(data: bytes, v: np.ndarray, threads: int):
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in MODELS:
             r = per_iteration(name, threads)
             how = " (compiled)" if r["compiled"] else ""
-            lines.append(f"| {name} | {threads} | {r['cpu']:.2f} | {r['jit']:.2f}{how} | {r['LiteRT']:.2f} | "
+            lines.append(f"| {name} | {threads} | {r['cpu']:.3f} | {r['jit']:.3f}{how} | {r['LiteRT']:.3f} | "
                          f"{r['cpu'] / r['LiteRT']:.1f}x | {r['jit'] / r['LiteRT']:.2f}x |")
     doc = "\n".join(lines) + "\n"
     Path(args.out).write_text(doc)
