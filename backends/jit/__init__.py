@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 
 _FAMILIES = ("elementwise", "shape", "conv", "pool", "matmul")
 _state: dict[str, object] = {}
@@ -29,6 +30,11 @@ def load() -> bool:
     """Import numba and register the jit kernels (once). False when numba cannot be imported."""
     if "loaded" in _state:
         return bool(_state["loaded"])
+    # numba's OpenMP workers spin after each parallel loop (GNU OpenMP's default wait), holding the
+    # cores OpenBLAS's threads need for the cpu backend's next sgemm: with num_threads=2 on 2 cores,
+    # mediapipe models mixing jit kernels and BLAS convolutions ran 4-10x slower than on cpu alone
+    # (GOMP_SPINCOUNT did not cure it); PASSIVE workers sleep. Read when numba starts its threads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import numba  # noqa: F401
     except Exception as e:  # noqa: BLE001 - any failure to import means no jit backend

@@ -1,0 +1,949 @@
+"""DEPTHWISE_CONV_2D (float32 and int8) and CONV_2D (int8) on the jit backend.
+
+Depthwise convolutions are direct numba kernels, one pass over the output with the bias and the fused
+activation (or the quantized output stage) applied before the store; output rows (batch x output
+height) are split over numba's threads. Geometry, padding, activation ranges and quantization
+parameters come from the cpu module (backends/cpu/conv.py, _quant.py), which stays the reference and
+takes every convolution declined here: other types (float16, hybrid, uint8, int16, int4), grouped
+convolutions, dynamic shapes, filters not known at compile time, float32 CONV_2D, and the geometries
+where its numpy/BLAS plans measured faster (`_wins`).
+
+How the loops vectorise (numba/LLVM, measured on AVX-512): an innermost loop whose index is a plain
+`range` variable added to an *unsigned* base (np.uint64) vectorises; a signed index `base + k` keeps
+numba's negative-index wraparound and does not. Filter sizes 3x3 and 5x5 are compiled as constants
+(`inline="always"` helpers called with literal sizes), so that their tap loops unroll inside the lane
+loop and every tap's sum stays in a register: one store per output instead of one per tap. LLVM gives
+up vectorising when a loop reads through too many unrelated offsets (runtime alias checks): blocking
+4 output pixels with a runtime stride, 2 rows whose windows do not overlap, or a 5x5x3 window
+broadcast over the output channels all ran scalar (3-4x slower), so the blocking below is the one
+that stayed vectorised.
+
+Float depthwise, two layouts (multiplier M > 1: the input is first expanded to C*M channels):
+* stride_w 1 (most layers): lanes run over (output pixel, channel) pairs of an output row, i.e. over
+  consecutive floats of the output and of every input row whatever C, the taps' weights tiled to the
+  lane block (`_lanes`); two output rows at once when stride_h == dilation_h (`_lanes2`: each weight
+  load serves both, and LLVM shares the input rows both windows read). Rows whose windows lie inside
+  the input vertically take this path on their interior columns; border rows and columns accumulate
+  tap by tap over the in-bounds spans (`_acc_span`): padding is never materialised.
+* other strides: lanes run over the channels of one output pixel (`_pixel`).
+~2-3.5x the cpu kernel's einsum on the mediapipe layers (12-25 multiply-adds/ns on one thread).
+
+int8 depthwise: the same layouts on int32 sums into a row buffer, then the output stage of that row.
+int8 CONV_2D: the cpu kernel's own exact sums (im2col + sgemm, BLAS), then the output stage in one
+numba pass. Float32 CONV_2D stays on cpu: a direct kernel (lanes over the output channels, the window
+of a 3x3 RGB stem broadcast) measured 0.55-0.9x of im2col + sgemm on one thread for most output
+channel counts (1.0-1.4x only at 16), and 5x5 windows or blocked pixels did not vectorise.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import get_num_threads
+
+from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, Scratch
+from onert_py.backends.cpu._conv_plan import ConvPlan
+from onert_py.backends.cpu._quant import qparams
+from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _cached, _geometry, _plan_static,
+                                        _strides_dilations, _window_geometry, conv_output_size, pad_spatial,
+                                        window_view)
+from onert_py.backends.jit._numba import kernel, prange
+from onert_py.backends.registry import CPU, JIT, KernelContext, Run
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+# The fused activation's clamp; TANH and SIGN_BIT are applied after it, as the cpu kernel does.
+_FLOAT_RANGE = {NONE: (-_FLT_MAX, _FLT_MAX), RELU: (0.0, _FLT_MAX), RELU_N1_TO_1: (-1.0, 1.0),
+                RELU6: (0.0, 6.0), TANH: (-_FLT_MAX, _FLT_MAX), SIGN_BIT: (-_FLT_MAX, _FLT_MAX)}
+_CONTRACT = {"contract"}          # a*b + c as one FMA (more exact than two roundings; XNNPACK does too)
+
+# Lane blocks of the stride-1 depthwise layout: about this many floats (whole pixels of C channels).
+_LANES = 128
+# Below this many multiply-adds an op runs on one thread. With OMP_WAIT_POLICY=PASSIVE (below) waking
+# numba's sleeping threads costs ~50-65 us on the 2-core VM measured (1-3 us while they spin): two
+# threads lost below ~2M multiply-adds (24x24x128 5x5: 0.68x) and won 1.07-1.2x at 4-7M (56x56x144
+# 3x3, 96x96x32 5x5); mediapipe models with num_threads=2 ran as fast with 1-4M as with no split at all
+# and slower with 64K.
+_PARALLEL_MIN = 1 << 22
+
+_inline = numba.njit(inline="always")   # helpers compiled into their caller (constants propagate)
+_ZERO = np.int64(0)     # a 0 argument that is not a literal (a literal 0 compiles its own specialisation)
+
+
+# ----------------------------------------------------------------------------------- shared helpers
+
+def _static(t) -> bool:
+    return t is not None and not t.is_dynamic and len(t.shape) > 0 and all(d > 0 for d in t.shape)
+
+
+def _compile_time(sg, t: int, seen: int = 0) -> bool:
+    """Tensor t is known at compile time: a constant, or the output of ops whose inputs all are (the
+    compiler folds them, e.g. DEQUANTIZE of float16 weights), so the kernel will see it as ctx.const."""
+    if t < 0:
+        return False
+    tensor = sg.tensors[t]
+    if tensor.data is not None:
+        return True
+    if tensor.is_variable or seen > 8:
+        return False
+    for op in sg.operations:
+        if t in op.outputs:
+            return bool(op.inputs) and all(i < 0 or _compile_time(sg, i, seen + 1) for i in op.inputs)
+    return False
+
+
+def _wins(kind: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...], k: int, exact_f32: bool = True) -> bool:
+    """The geometry rule: where the jit kernel measured faster than the cpu one (benchmarks/jit_conv.py;
+    the benchmark replaces this rule to time the others). kind: "dw" (float depthwise), "qdw", "qconv";
+    k: the filter's taps (x input channels for a convolution); exact_f32: a quantized convolution's sums
+    are exact in float32 (its cpu kernel's fast BLAS plan)."""
+    if kind == "qconv":
+        # Only the output stage differs from the cpu kernel (whose numpy passes over int64 cost ~2.4 ns
+        # per output value, the numba pass ~0.4): it pays for its call from ~2K outputs on (8x8x3 -> 4:
+        # 0.93x, 12x12x96 -> 16: 1.16x), and is kept to the sums that are exact in float32 (the cpu
+        # kernel's BLAS plan; its float64 path is the slow part of those ops).
+        return exact_f32 and int(np.prod(y_shape)) >= 2048
+    if kind == "dw" and k == 1 and x_shape[1:] == y_shape[1:]:
+        return False        # 1x1, stride 1, multiplier 1: the cpu kernel's x * w + b on long rows (0.63x)
+    return True
+
+
+def _options_ok(o: dict) -> bool:
+    return (o.get("padding", SAME) in (SAME, VALID)
+            and min(o.get("stride_h", 1), o.get("stride_w", 1), o.get("dilation_h_factor", 1),
+                    o.get("dilation_w_factor", 1)) >= 1)
+
+
+# ----------------------------------------------------------------------- float depthwise kernels
+
+@_inline
+def _clamp(v, lo, hi):
+    # comparisons, not min/max: NaN stays NaN and the select vectorises
+    if v < lo:
+        return lo
+    if v > hi:
+        return hi
+    return v
+
+
+@_inline
+def _lanes(x1, wt, bt, y1, xb, rs, ts, yb, L, lo, hi, KH, KW):
+    """y1[yb + k] = clamp(bias + sum over taps (i, j) of x1[xb + i*rs + j*ts + k] * w[i, j]), k < L:
+    consecutive output floats of one row (stride_w 1), every tap in range. Offsets unsigned."""
+    for k in range(np.uint64(L)):
+        acc = bt[k]
+        for i in range(KH):
+            for j in range(KW):
+                acc += x1[xb + np.uint64(i) * rs + np.uint64(j) * ts + k] * wt[i, j, k]
+        y1[yb + k] = _clamp(acc, lo, hi)
+
+
+@_inline
+def _lanes2(x1, wt, bt, y1, xb, rs, ts, ss, yb, ys, L, lo, hi, KH, KW):
+    """_lanes for two output rows at once (the second's input ss floats further, its output ys
+    further): each weight load serves two sums."""
+    for k in range(np.uint64(L)):
+        a0 = bt[k]
+        a1 = a0
+        for i in range(KH):
+            for j in range(KW):
+                wv = wt[i, j, k]
+                a0 += x1[xb + np.uint64(i) * rs + np.uint64(j) * ts + k] * wv
+                a1 += x1[xb + ss + np.uint64(i) * rs + np.uint64(j) * ts + k] * wv
+        y1[yb + k] = _clamp(a0, lo, hi)
+        y1[yb + ys + k] = _clamp(a1, lo, hi)
+
+
+@kernel(fastmath=_CONTRACT)
+def _acc_span(x1, wt, bt, y1, n, oy, ox0, ox1, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi):
+    """Output pixels [ox0, ox1) of row (n, oy), stride_w 1, multiplier 1, any padding: the bias, then
+    tap by tap its in-bounds span added (lanes over pixels x channels in blocks of the tiled weights),
+    then the clamp. For the rows and columns whose windows cross the border."""
+    if ox1 <= ox0:
+        return
+    KH, KW = wt.shape[0], wt.shape[1]
+    t = wt.shape[2] // C
+    cu = np.uint64(C)
+    yrow = np.uint64((n * OH + oy) * OW)
+    for p in range(ox0, ox1, t):
+        yb = (yrow + np.uint64(p)) * cu
+        for k in range(np.uint64(min(t, ox1 - p) * C)):
+            y1[yb + k] = bt[k]
+    for i in range(KH):
+        iy = oy * sh - pt + i * dh
+        if iy < 0 or iy >= H:
+            continue
+        xrow = np.uint64((n * H + iy) * W)
+        for j in range(KW):
+            off = j * dw - pl                    # input column = output column + off
+            a = max(ox0, -off)
+            e = min(ox1, W - off)
+            for p in range(a, e, t):
+                yb = (yrow + np.uint64(p)) * cu
+                xb = (xrow + np.uint64(p + off)) * cu
+                for k in range(np.uint64(min(t, e - p) * C)):
+                    y1[yb + k] += x1[xb + k] * wt[i, j, k]
+    yb = (yrow + np.uint64(ox0)) * cu
+    for k in range(np.uint64((ox1 - ox0) * C)):
+        y1[yb + k] = _clamp(y1[yb + k], lo, hi)
+
+
+@_inline
+def _flat_row(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, KH, KW):
+    """Output row (n, oy) of a stride_w 1, multiplier 1 depthwise convolution with a KH x KW filter
+    (constants when inlined with literal sizes: the taps unroll into the lane loop)."""
+    _, H, W, C = x.shape
+    _, OH, OW, _ = y.shape
+    x1, y1 = x.reshape(-1), y.reshape(-1)
+    T = wt.shape[2]
+    t = T // C
+    iy0 = oy * sh - pt
+    oxa = min(max(pl, 0), OW)                       # interior columns [oxa, oxb): every tap in range
+    oxb = min(OW, W + pl - (KW - 1) * dw)
+    if iy0 < 0 or iy0 + (KH - 1) * dh >= H or oxb <= oxa:
+        _acc_span(x1, wt, bt, y1, n, oy, _ZERO, OW, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi)
+        return
+    _acc_span(x1, wt, bt, y1, n, oy, _ZERO, oxa, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi)
+    cu = np.uint64(C)
+    rs = np.uint64(W * C * dh)
+    ts = np.uint64(dw * C)
+    for p in range(oxa, oxb, t):
+        xb = np.uint64(((n * H + iy0) * W + p - pl) * C)
+        yb = np.uint64((n * OH + oy) * OW + p) * cu
+        _lanes(x1, wt, bt, y1, xb, rs, ts, yb, min(t, oxb - p) * C, lo, hi, KH, KW)
+    _acc_span(x1, wt, bt, y1, n, oy, oxb, OW, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi)
+
+
+@_inline
+def _pixel(x, w, b, y, n, oy, ox, iy0, ix0, dh, dw, lo, hi, KH, KW):
+    """One output pixel, multiplier 1, every tap in range: lanes over its channels."""
+    C = x.shape[3]
+    xr = x[n]
+    out = y[n, oy, ox]
+    for c in range(C):
+        acc = b[c]
+        for i in range(KH):
+            for j in range(KW):
+                acc += xr[iy0 + i * dh, ix0 + j * dw, c] * w[i, j, c]
+        out[c] = _clamp(acc, lo, hi)
+
+
+@kernel(fastmath=_CONTRACT)
+def _pixel_border(x, w, b, y, n, oy, ox, iy0, ix0, dh, dw, lo, hi):
+    """One output pixel whose window crosses the border: accumulated tap by tap (in-bounds taps only)
+    in the output, lanes over channels."""
+    _, H, W, C = x.shape
+    KH, KW = w.shape[0], w.shape[1]
+    out = y[n, oy, ox]
+    for c in range(C):
+        out[c] = b[c]
+    for i in range(KH):
+        iy = iy0 + i * dh
+        if iy < 0 or iy >= H:
+            continue
+        for j in range(KW):
+            ix = ix0 + j * dw
+            if ix < 0 or ix >= W:
+                continue
+            xp = x[n, iy, ix]
+            wp = w[i, j]
+            for c in range(C):
+                out[c] += xp[c] * wp[c]
+    for c in range(C):
+        out[c] = _clamp(out[c], lo, hi)
+
+
+@_inline
+def _pixel_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, KH, KW):
+    """Output row (n, oy) pixel by pixel (any stride), lanes over the channels."""
+    _, H, W, C = x.shape
+    OW = y.shape[2]
+    iy0 = oy * sh - pt
+    rows_in = iy0 >= 0 and iy0 + (KH - 1) * dh < H
+    oxa = min(OW, (pl + sw - 1) // sw) if pl > 0 else 0
+    last = W - 1 + pl - (KW - 1) * dw
+    oxb = min(OW, last // sw + 1) if last >= 0 else 0
+    for ox in range(OW):
+        ix0 = ox * sw - pl
+        if rows_in and oxa <= ox < oxb:
+            _pixel(x, w, b, y, n, oy, ox, iy0, ix0, dh, dw, lo, hi, KH, KW)
+        else:
+            _pixel_border(x, w, b, y, n, oy, ox, iy0, ix0, dh, dw, lo, hi)
+
+
+@_inline
+def _flat_rows(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, KH, KW):
+    """Output rows oy and oy + 1 (when there is one) of a stride_w 1 depthwise convolution: when both
+    windows lie inside the input vertically, their interior columns run together (_lanes2)."""
+    _, H, W, C = x.shape
+    _, OH, OW, _ = y.shape
+    iy0 = oy * sh - pt
+    oxa = min(max(pl, 0), OW)
+    oxb = min(OW, W + pl - (KW - 1) * dw)
+    # (sh == dh: the second row's window is the first's moved by one filter row, so LLVM shares the
+    # loads of the rows both read; with distinct offsets it left the 5x5 lane loop scalar, 4x slower)
+    if sh != dh or oy + 1 >= OH or iy0 < 0 or iy0 + sh + (KH - 1) * dh >= H or oxb <= oxa:
+        _flat_row(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, KH, KW)
+        if oy + 1 < OH:
+            _flat_row(x, wt, bt, y, n, oy + 1, sh, dh, dw, pt, pl, lo, hi, KH, KW)
+        return
+    x1, y1 = x.reshape(-1), y.reshape(-1)
+    t = wt.shape[2] // C
+    for r in range(2):
+        _acc_span(x1, wt, bt, y1, n, oy + r, _ZERO, oxa, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi)
+        _acc_span(x1, wt, bt, y1, n, oy + r, oxb, OW, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi)
+    cu = np.uint64(C)
+    rs = np.uint64(W * C * dh)
+    ts = np.uint64(dw * C)
+    ys = np.uint64(OW * C)
+    for p in range(oxa, oxb, t):
+        xb = np.uint64(((n * H + iy0) * W + p - pl) * C)
+        yb = np.uint64((n * OH + oy) * OW + p) * cu
+        _lanes2(x1, wt, bt, y1, xb, rs, ts, rs, yb, ys, min(t, oxb - p) * C, lo, hi, KH, KW)
+
+
+# The common filter sizes as compiled constants (each its own function: compiled once, cached).
+@kernel(fastmath=_CONTRACT)
+def _pixel_row_3x3(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
+    _pixel_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, 3, 3)
+
+
+@kernel(fastmath=_CONTRACT)
+def _pixel_row_5x5(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
+    _pixel_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, 5, 5)
+
+
+@kernel(fastmath=_CONTRACT)
+def _pixel_row_any(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
+    _pixel_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, w.shape[0], w.shape[1])
+
+
+@kernel(fastmath=_CONTRACT)
+def _flat_rows_3x3(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
+    _flat_rows(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, 3, 3)
+
+
+@kernel(fastmath=_CONTRACT)
+def _flat_rows_5x5(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
+    _flat_rows(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, 5, 5)
+
+
+@kernel(fastmath=_CONTRACT)
+def _dw_rows(x, w, wt, bt, b, y, geo, lohi, r):
+    """Output rows 2q and 2q + 1 (r = n * ceil(OH / 2) + q) of a float32 depthwise convolution with
+    multiplier 1 (x expanded first otherwise): x [N, H, W, C], w [KH, KW, C] (wt, bt: taps and bias
+    tiled to the lane block), y [N, OH, OW, C]; geo = (stride_h, stride_w, dilation_h, dilation_w,
+    pad_top, pad_left, activation), lohi the clamp."""
+    OH = y.shape[1]
+    pairs = (OH + 1) // 2
+    n, oy = r // pairs, 2 * (r % pairs)
+    sh, sw, dh, dw, pt, pl, act = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6]
+    lo, hi = lohi[0], lohi[1]
+    KH, KW = w.shape[0], w.shape[1]
+    if sw == 1 and KH == 3 and KW == 3:
+        _flat_rows_3x3(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi)
+    elif sw == 1 and KH == 5 and KW == 5:
+        _flat_rows_5x5(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi)
+    else:
+        for q in range(oy, min(oy + 2, OH)):
+            if sw == 1:
+                _acc_span(x.reshape(-1), wt, bt, y.reshape(-1), n, q, _ZERO, y.shape[2], x.shape[1], x.shape[2],
+                          x.shape[3], OH, y.shape[2], sh, dh, dw, pt, pl, lo, hi)
+            elif KH == 3 and KW == 3:
+                _pixel_row_3x3(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
+            elif KH == 5 and KW == 5:
+                _pixel_row_5x5(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
+            else:
+                _pixel_row_any(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
+    if act == TANH or act == SIGN_BIT:
+        for q in range(oy, min(oy + 2, OH)):
+            row = y[n, q].reshape(-1)
+            for k in range(row.size):
+                v = row[k]
+                row[k] = np.tanh(v) if act == TANH else (np.float32(1) if np.signbit(v) else np.float32(0))
+
+
+# The drivers: all output rows, in `chunks` contiguous parts on numba's threads when chunks > 1 (one
+# parallel function with a serial branch: each entry point costs numba a re-optimisation of every
+# kernel it reaches, seconds, so there is one per kind).
+
+@kernel(parallel=True, fastmath=_CONTRACT)
+def _dw(x, w, wt, bt, b, y, geo, lohi, chunks):
+    """A float32 depthwise convolution (_dw_rows) over all output row pairs."""
+    pairs = y.shape[0] * ((y.shape[1] + 1) // 2)
+    if chunks > 1:
+        for t in prange(chunks):
+            q = np.int64(t)                                 # (prange's index is unsigned)
+            for r in range(q * pairs // chunks, (q + 1) * pairs // chunks):
+                _dw_rows(x, w, wt, bt, b, y, geo, lohi, r)
+    else:
+        for r in range(pairs):
+            _dw_rows(x, w, wt, bt, b, y, geo, lohi, r)
+
+
+@kernel
+def _repeat_channels(x, mult, out):
+    """out[..., c * mult + m] = x[..., c]: a depthwise input expanded to its output channels."""
+    x2 = x.reshape(-1, x.shape[-1])
+    o2 = out.reshape(-1, out.shape[-1])
+    C = x.shape[-1]
+    for p in range(x2.shape[0]):
+        for c in range(C):
+            v = x2[p, c]
+            for m in range(mult):
+                o2[p, c * mult + m] = v
+
+
+# --------------------------------------------------------------------------- float depthwise: prepare
+
+def _float_tensors(op, sg):
+    """(x, filter, output) when every tensor of the op is float32 (FLOAT32 filter: not hybrid) with a
+    static rank-4 input and output, a filter known at compile time and a constant or absent bias."""
+    ins = op.inputs
+    if len(ins) not in (2, 3) or len(op.outputs) != 1 or ins[0] < 0 or ins[1] < 0:
+        return None
+    x, w, y = sg.tensors[ins[0]], sg.tensors[ins[1]], sg.tensors[op.outputs[0]]
+    if any(t.type_name != "FLOAT32" for t in (x, w, y)):
+        return None
+    if len(ins) > 2 and ins[2] >= 0 and (sg.tensors[ins[2]].type_name != "FLOAT32"
+                                         or not _compile_time(sg, ins[2])):
+        return None
+    if not (_static(x) and _static(y) and len(x.shape) == 4 and len(y.shape) == 4 and len(w.shape) == 4
+            and _compile_time(sg, ins[1])):
+        return None
+    return x, w, y
+
+
+def _output_ok(op, x, y, kh: int, kw: int, cout: int) -> bool:
+    """The declared output shape is the one the geometry gives (else cpu reports the mismatch)."""
+    o = op.options
+    p = o.get("padding", SAME)
+    oh = conv_output_size(x.shape[1], kh, o.get("stride_h", 1), o.get("dilation_h_factor", 1), p)
+    ow = conv_output_size(x.shape[2], kw, o.get("stride_w", 1), o.get("dilation_w_factor", 1), p)
+    return tuple(y.shape) == (x.shape[0], oh, ow, cout) and oh > 0 and ow > 0
+
+
+def _accepts_depthwise(op, sg) -> bool:
+    ts = _float_tensors(op, sg)
+    if ts is None or not _options_ok(op.options):
+        return False
+    x, w, y = ts
+    one, kh, kw, cout = w.shape
+    cin = x.shape[3]
+    if one != 1 or cout % cin or (op.options.get("fused_activation_function") or NONE) not in _FLOAT_RANGE:
+        return False
+    return _output_ok(op, x, y, kh, kw, cout) and _wins("dw", tuple(x.shape), tuple(y.shape), kh * kw)
+
+
+def _geometry_of(ctx: KernelContext, kh: int, kw: int):
+    """get(input shape) -> (output sizes, geo): the kernels' int64 geometry array (stride_h, stride_w,
+    dilation_h, dilation_w, pad_top, pad_left, activation) of ctx's options, cached per shape."""
+    o = ctx.options
+    strides = (o.get("stride_h", 1), o.get("stride_w", 1))
+    dils = (o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1))
+    padding = o.get("padding", SAME)
+    act = o.get("fused_activation_function", NONE) or NONE
+    cache: dict = {}
+
+    def get(shape: tuple[int, ...]):
+        g = cache.get(shape)
+        if g is None:
+            out, pads = _geometry(shape[1:3], (kh, kw), strides, dils, padding)
+            geo = np.array([strides[0], strides[1], dils[0], dils[1], pads[0][0], pads[1][0], act], np.int64)
+            if len(cache) > 8:      # a shape that keeps changing: do not hoard plans
+                cache.clear()
+            g = cache[shape] = (out, geo)
+        return g
+    return get
+
+
+@JIT.register("DEPTHWISE_CONV_2D", dtypes=("float32",), accepts=_accepts_depthwise)
+def depthwise_conv_2d(ctx: KernelContext) -> Run:
+    """input [N, H, W, C], filter [1, KH, KW, C*M], bias [C*M]: the direct kernels above (a multiplier
+    M > 1 expands the input to C*M channels first, one pass, so that every layout applies)."""
+    w = ctx.const(1)
+    if w is None or (ctx.has_input(2) and ctx.const(2) is None):
+        return CPU.kernel("DEPTHWISE_CONV_2D")(ctx)       # not folded after all: the general kernel
+    _, kh, kw, cout = w.shape
+    cin = ctx.input_tensor(0).shape[3]
+    mult = cout // cin
+    # own writeable copies: folded constants are read-only, which numba types (and compiles) apart
+    taps = np.array(w.reshape(kh, kw, cout), dtype=np.float32, order="C")
+    bias = (np.zeros(cout, np.float32) if not ctx.has_input(2)
+            else np.array(ctx.const(2).reshape(-1), dtype=np.float32, order="C"))
+    t = max(1, -(-_LANES // cout))
+    wt = np.ascontiguousarray(np.tile(taps, (1, 1, t)))
+    bt = np.tile(bias, t)
+    lohi = np.array(_FLOAT_RANGE[ctx.options.get("fused_activation_function", NONE) or NONE], np.float32)
+    get = _geometry_of(ctx, kh, kw)
+    x_i, (o_i,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+
+    def run() -> None:
+        x = v[x_i]
+        if not (x.flags.c_contiguous and x.flags.writeable):
+            x = np.array(x, np.float32, order="C")
+        n, h, wd, c = x.shape
+        if c != cin:
+            raise ValueError(f"input has {c} channels, the filter expects {cin}")
+        (oh, ow), geo = get(x.shape)
+        y = alloc((n, oh, ow, cout))
+        if y.size:
+            if mult > 1:
+                xe = np.empty((n, h, wd, cout), np.float32)
+                _repeat_channels(x, mult, xe)
+                x = xe
+            chunks = min(get_num_threads(), n * oh) if y.size * kh * kw >= _PARALLEL_MIN else 1
+            _dw(x, taps, wt, bt, bias, y, geo, lohi, chunks)
+        v[o_i] = y
+    return run
+
+
+# -------------------------------------------------------------------- quantized (int8) kernels
+#
+# LiteRT's integer convolutions: acc = sum over the in-bounds taps of (x - zp_in) * w (exact int32: the
+# padding contributes nothing), plus the int32 bias, then per output channel the fixed-point rescale
+# of cpu/_quant.OutputStage._general (which is bit-exact with LiteRT's kernels): the first `half`
+# channels as LiteRT's optimized x86 kernels round (multiply_by_quantized_multiplier_half_up), the others
+# as its reference (multiply_by_quantized_multiplier), plus the output zero point, clamped. Each output
+# row is accumulated into an int32 row buffer (in cache), then rescaled into the int8 output.
+
+_INT32_MAX = (1 << 31) - 1
+
+
+@_inline
+def _wrap32(v):
+    return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+@_inline
+def _requantize(a, m, left, right, half, zp, lo, hi):
+    """acc + bias (int64) -> the int8 output value: _quant.OutputStage._general, one value."""
+    a = _wrap32(a)
+    if half:
+        x = _wrap32(a << left)
+        total = ((x * m + (1 << 30)) >> 31) + ((1 << right) >> 1)
+        r = (1 << (31 - right)) if total > _INT32_MAX else total >> right
+    else:
+        q = ((a << left) * m + (1 << 30)) >> 31
+        if q > _INT32_MAX:
+            q = _INT32_MAX
+        r = (q + (((1 << right) >> 1) - (1 if q < 0 and right > 0 else 0))) >> right
+    r += zp
+    if r < lo:
+        r = lo
+    if r > hi:
+        r = hi
+    return r
+
+
+@kernel
+def _q_store_row(acc, bias, qp, q32, yrow, zp, lo, hi, fast):
+    """The output stage of one output row: acc [OW * C] sums (int32, or floats holding exact integers)
+    -> yrow [OW * C] int8, in blocks of whole pixels (bias [T], qp [7, T] and q32 [3, T]: the
+    per-channel parameters tiled to T lanes, _output_stage). `fast`: no value (sum + bias, shifted
+    left) can leave int32, so both roundings reduce to one shift, as OutputStage's fast path:
+    (v * m - tie fix + offset) >> (31 + right). ~0.4 ns per value on one thread."""
+    T = bias.size
+    L = acc.size
+    m, left = qp[0], qp[1]
+    if fast:
+        # sum + bias and its left shift in int32 (the bound says they fit), then one 64-bit product
+        off, tsh, fix = qp[4], qp[5], qp[6]
+        b32, m32, l32 = q32[0], q32[1], q32[2]
+        for p in range(0, L, T):
+            a = acc[p:]
+            o = yrow[p:]
+            for k in range(min(T, L - p)):
+                v = np.int64((np.int32(a[k]) + b32[k]) << l32[k]) * np.int64(m32[k])
+                if v < -(1 << 30):
+                    v -= fix[k]            # the reference rounding's negative ties
+                r = ((v + off[k]) >> tsh[k]) + zp
+                if r < lo:
+                    r = lo
+                if r > hi:
+                    r = hi
+                o[k] = r
+        return
+    right, half = qp[2], qp[3]
+    for p in range(0, L, T):
+        a = acc[p:]
+        o = yrow[p:]
+        for k in range(min(T, L - p)):
+            o[k] = _requantize(np.int64(a[k]) + bias[k], m[k], left[k], right[k], half[k], zp, lo, hi)
+
+
+@_inline
+def _q_lanes(x1, wt, acc, xb, rs, ts, L, zp, KH, KW):
+    """acc[k] = sum over taps of (x1[xb + i*rs + j*ts + k] - zp) * w[i, j], k < L (_lanes, int32)."""
+    for k in range(np.uint64(L)):
+        s = np.int32(0)
+        for i in range(KH):
+            for j in range(KW):
+                s += (np.int32(x1[xb + np.uint64(i) * rs + np.uint64(j) * ts + k]) - zp) * wt[i, j, k]
+        acc[k] = s
+
+
+@kernel
+def _q_acc_span(x1, wt, acc, n, oy, ox0, ox1, H, W, C, sh, dh, dw, pt, pl, zp):
+    """Pixels [ox0, ox1) of output row (n, oy) into acc (the row's int32 sums; stride_w 1): tap by tap
+    over the in-bounds spans (_acc_span)."""
+    if ox1 <= ox0:
+        return
+    KH, KW = wt.shape[0], wt.shape[1]
+    t = wt.shape[2] // C
+    cu = np.uint64(C)
+    a0 = np.uint64(ox0) * cu
+    for k in range(np.uint64((ox1 - ox0) * C)):
+        acc[a0 + k] = 0
+    for i in range(KH):
+        iy = oy * sh - pt + i * dh
+        if iy < 0 or iy >= H:
+            continue
+        xrow = np.uint64((n * H + iy) * W)
+        for j in range(KW):
+            off = j * dw - pl
+            a = max(ox0, -off)
+            e = min(ox1, W - off)
+            for p in range(a, e, t):
+                ab = np.uint64(p) * cu
+                xb = (xrow + np.uint64(p + off)) * cu
+                for k in range(np.uint64(min(t, e - p) * C)):
+                    acc[ab + k] += (np.int32(x1[xb + k]) - zp) * wt[i, j, k]
+
+
+@_inline
+def _q_flat_row(x, wt, acc, n, oy, sh, dh, dw, pt, pl, zp, OW, KH, KW):
+    """The int32 sums of output row (n, oy), stride_w 1 (_flat_row)."""
+    _, H, W, C = x.shape
+    x1 = x.reshape(-1)
+    t = wt.shape[2] // C
+    iy0 = oy * sh - pt
+    oxa = min(max(pl, 0), OW)
+    oxb = min(OW, W + pl - (KW - 1) * dw)
+    if iy0 < 0 or iy0 + (KH - 1) * dh >= H or oxb <= oxa:
+        _q_acc_span(x1, wt, acc, n, oy, _ZERO, OW, H, W, C, sh, dh, dw, pt, pl, zp)
+        return
+    _q_acc_span(x1, wt, acc, n, oy, _ZERO, oxa, H, W, C, sh, dh, dw, pt, pl, zp)
+    rs = np.uint64(W * C * dh)
+    ts = np.uint64(dw * C)
+    for p in range(oxa, oxb, t):
+        xb = np.uint64(((n * H + iy0) * W + p - pl) * C)
+        _q_lanes(x1, wt, acc[p * C:], xb, rs, ts, min(t, oxb - p) * C, zp, KH, KW)
+    _q_acc_span(x1, wt, acc, n, oy, oxb, OW, H, W, C, sh, dh, dw, pt, pl, zp)
+
+
+@_inline
+def _q_pixel_row(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW, KH, KW):
+    """The int32 sums of output row (n, oy) pixel by pixel (any stride), lanes over channels."""
+    _, H, W, C = x.shape
+    iy0 = oy * sh - pt
+    rows_in = iy0 >= 0 and iy0 + (KH - 1) * dh < H
+    oxa = min(OW, (pl + sw - 1) // sw) if pl > 0 else 0
+    last = W - 1 + pl - (KW - 1) * dw
+    oxb = min(OW, last // sw + 1) if last >= 0 else 0
+    xn = x[n]
+    for ox in range(OW):
+        ix0 = ox * sw - pl
+        a = acc[ox * C:ox * C + C]
+        if rows_in and oxa <= ox < oxb:
+            for c in range(C):
+                s = np.int32(0)
+                for i in range(KH):
+                    for j in range(KW):
+                        s += (np.int32(xn[iy0 + i * dh, ix0 + j * dw, c]) - zp) * w[i, j, c]
+                a[c] = s
+        else:
+            for c in range(C):
+                a[c] = 0
+            for i in range(KH):
+                iy = iy0 + i * dh
+                if iy < 0 or iy >= H:
+                    continue
+                for j in range(KW):
+                    ix = ix0 + j * dw
+                    if ix < 0 or ix >= W:
+                        continue
+                    xp = xn[iy, ix]
+                    wp = w[i, j]
+                    for c in range(C):
+                        a[c] += (np.int32(xp[c]) - zp) * wp[c]
+
+
+@kernel
+def _q_pixel_row_3x3(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW):
+    _q_pixel_row(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW, 3, 3)
+
+
+@kernel
+def _q_pixel_row_5x5(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW):
+    _q_pixel_row(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW, 5, 5)
+
+
+@kernel
+def _q_pixel_row_any(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW):
+    _q_pixel_row(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW, w.shape[0], w.shape[1])
+
+
+@kernel
+def _q_flat_3x3(x, wt, acc, n, oy, sh, dh, dw, pt, pl, zp, OW):
+    _q_flat_row(x, wt, acc, n, oy, sh, dh, dw, pt, pl, zp, OW, 3, 3)
+
+
+@kernel
+def _q_flat_5x5(x, wt, acc, n, oy, sh, dh, dw, pt, pl, zp, OW):
+    _q_flat_row(x, wt, acc, n, oy, sh, dh, dw, pt, pl, zp, OW, 5, 5)
+
+
+@kernel
+def _q_dw_row(x, w, wt, bias, y, geo, qp, q32, r):
+    """Output row r (= n * OH + oy) of an int8 depthwise convolution with multiplier 1: x [N, H, W, C]
+    int8, w [KH, KW, C] int32 (wt tiled to the lane block), y [N, OH, OW, C] int8; bias, qp, q32: the
+    output stage's per-channel parameters tiled to the lane block (_output_stage, _tiled); geo =
+    (stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left, zp_in, zp_out, lo, hi, fast)."""
+    _, OH, OW, C = y.shape
+    n, oy = r // OH, r % OH
+    sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    zp = np.int32(geo[6])
+    KH, KW = w.shape[0], w.shape[1]
+    acc = np.empty(OW * C, np.int32)
+    if sw == 1 and KH == 3 and KW == 3:
+        _q_flat_3x3(x, wt, acc, n, oy, sh, dh, dw, pt, pl, zp, OW)
+    elif sw == 1 and KH == 5 and KW == 5:
+        _q_flat_5x5(x, wt, acc, n, oy, sh, dh, dw, pt, pl, zp, OW)
+    elif sw == 1:
+        _q_acc_span(x.reshape(-1), wt, acc, n, oy, _ZERO, OW, x.shape[1], x.shape[2], C, sh, dh, dw, pt, pl,
+                    zp)
+    elif KH == 3 and KW == 3:
+        _q_pixel_row_3x3(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW)
+    elif KH == 5 and KW == 5:
+        _q_pixel_row_5x5(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW)
+    else:
+        _q_pixel_row_any(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW)
+    _q_store_row(acc, bias, qp, q32, y[n, oy].reshape(-1), geo[7], geo[8], geo[9], geo[10] != 0)
+
+
+@kernel(parallel=True)
+def _q_dw(x, w, wt, bias, y, geo, qp, q32, chunks):
+    """An int8 depthwise convolution (_q_dw_row) over all output rows, as _dw."""
+    rows = y.shape[0] * y.shape[1]
+    if chunks > 1:
+        for t in prange(chunks):
+            q = np.int64(t)
+            for r in range(q * rows // chunks, (q + 1) * rows // chunks):
+                _q_dw_row(x, w, wt, bias, y, geo, qp, q32, r)
+    else:
+        for r in range(rows):
+            _q_dw_row(x, w, wt, bias, y, geo, qp, q32, r)
+
+
+# ------------------------------------------------------------------------ quantized: prepare
+
+def _int8_tensors(op, sg):
+    """(x, filter, output) of an int8 convolution the kernels here run: int8 input and output with
+    per-tensor parameters, an INT8 filter known at compile time, a constant int32 bias or none, static
+    rank-4 shapes."""
+    ins = op.inputs
+    if len(ins) not in (2, 3) or len(op.outputs) != 1 or ins[0] < 0 or ins[1] < 0:
+        return None
+    x, w, y = sg.tensors[ins[0]], sg.tensors[ins[1]], sg.tensors[op.outputs[0]]
+    if x.type_name != "INT8" or y.type_name != "INT8" or w.type_name != "INT8":
+        return None
+    qi, qw, qo = qparams(x), qparams(w), qparams(y)
+    if qi is None or qo is None or qw is None or qi.per_channel or qo.per_channel:
+        return None
+    if len(ins) > 2 and ins[2] >= 0 and (sg.tensors[ins[2]].type_name != "INT32"
+                                         or not _compile_time(sg, ins[2])):
+        return None
+    if not (_static(x) and _static(y) and len(x.shape) == 4 and len(y.shape) == 4 and len(w.shape) == 4
+            and _compile_time(sg, ins[1])):
+        return None
+    if (op.options.get("fused_activation_function") or NONE) not in (NONE, RELU, RELU6, RELU_N1_TO_1):
+        return None
+    return x, w, y
+
+
+def _accepts_depthwise_int8(op, sg) -> bool:
+    ts = _int8_tensors(op, sg)
+    if ts is None or not _options_ok(op.options):
+        return False
+    x, w, y = ts
+    one, kh, kw, cout = w.shape
+    cin = x.shape[3]
+    if one != 1 or cout % cin:
+        return False
+    qw = qparams(w)
+    if qw.per_channel and (qw.scale.size != cout or qw.axis != 3):
+        return False
+    return _output_ok(op, x, y, kh, kw, cout) and _wins("qdw", tuple(x.shape), tuple(y.shape), kh * kw)
+
+
+def _output_stage(q: _QuantConv, cout: int):
+    """(bias int64 [cout], qp int64 [7, cout], q32 int32 [3, cout], fast) of a prepared cpu _QuantConv
+    for _q_store_row: per channel the multiplier, left shift, right shift, rounds half up (the first
+    q.half_up channels), and for the fast path the offset, total shift and tie fix of OutputStage (its
+    `fast` condition: the largest |sum + bias| shifted left stays below 2**30) and the bias, multiplier
+    and left shift as int32."""
+    bias = np.zeros(cout, np.int64) if q.bias is None else np.ascontiguousarray(q.bias, np.int64)
+    shift = np.broadcast_to(np.asarray(q.shift, np.int64), (cout,))
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    half = np.arange(cout) < q.half_up
+    qp = np.zeros((7, cout), np.int64)
+    qp[0] = np.broadcast_to(np.asarray(q.mult, np.int64), (cout,))
+    qp[1], qp[2], qp[3] = left, right, half
+    qp[4] = (1 << 30) + np.where(right > 0, np.int64(1) << (30 + right), 0)
+    qp[5] = 31 + right
+    qp[6] = np.where((right > 0) & ~half, np.int64(1) << 31, 0)
+    fast = cout > 0 and int(q.bound) << int(left.max(initial=0)) < (1 << 30)
+    q32 = np.zeros((3, cout), np.int32)
+    if fast:
+        q32[0], q32[1], q32[2] = bias, qp[0], left
+    return bias, qp, q32, fast
+
+
+def _tiled(bias: np.ndarray, qp: np.ndarray, q32: np.ndarray, t: int):
+    """The output stage's per-channel parameters repeated t times: lanes of t whole pixels."""
+    return np.tile(bias, t), np.ascontiguousarray(np.tile(qp, (1, t))), np.ascontiguousarray(np.tile(q32, (1, t)))
+
+
+@JIT.register_quantized("DEPTHWISE_CONV_2D", dtypes=("int8",), accepts=_accepts_depthwise_int8)
+def depthwise_conv_2d_quantized(ctx: KernelContext) -> Run:
+    """int8 DEPTHWISE_CONV_2D (int8 filter per channel or per tensor): the checks, multipliers and
+    roundings of the cpu kernel (_QuantConv), the sums and the output stage in one numba pass per row."""
+    ctx.expect_inputs(2, 3)
+    w = ctx.const(1)
+    if w is None or (ctx.has_input(2) and ctx.const(2) is None):
+        return CPU.kernel("DEPTHWISE_CONV_2D", True)(ctx)
+    _, kh, kw, cout = w.shape
+    cin = ctx.input_tensor(0).shape[3]
+    mult = cout // cin
+    q = _QuantConv(ctx, w, cout, 3, kh * kw, bias_required=False)
+    q.half_up = cout // 8 * 8              # as the cpu kernel: LiteRT's 8-channel SIMD blocks round half up
+    taps = np.ascontiguousarray(q.w.reshape(kh, kw, cout), dtype=np.int32)
+    t = max(1, -(-_LANES // cout))
+    wt = np.ascontiguousarray(np.tile(taps, (1, 1, t)))
+    bias, qp, q32, fast = _output_stage(q, cout)
+    bias, qp, q32 = _tiled(bias, qp, q32, t)
+    get = _geometry_of(ctx, kh, kw)
+    tail = np.array([q.zp_in, q.zp_out, q.lo, q.hi, fast], np.int64)
+    geos: dict = {}
+    x_i, (o_i,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+
+    def run() -> None:
+        x = v[x_i]
+        if not (x.flags.c_contiguous and x.flags.writeable):
+            x = np.array(x, order="C")
+        n, h, wd, c = x.shape
+        if c != cin:
+            raise ValueError(f"input has {c} channels, the filter expects {cin}")
+        (oh, ow), geo = get(x.shape)
+        y = alloc((n, oh, ow, cout))
+        if y.size:
+            if mult > 1:
+                xe = np.empty((n, h, wd, cout), np.int8)
+                _repeat_channels(x, mult, xe)
+                x = xe
+            g = geos.get(x.shape)
+            if g is None:
+                g = geos[x.shape] = np.concatenate((geo[:6], tail))
+            chunks = min(get_num_threads(), n * oh) if y.size * kh * kw >= _PARALLEL_MIN else 1
+            _q_dw(x, taps, wt, bias, y, g, qp, q32, chunks)
+        v[o_i] = y
+    return run
+
+
+@kernel
+def _q_stage(sums, bias, qp, q32, y, zp, lo, hi, fast):
+    """The output stage over exact integer sums [rows, L] (float32 or float64, from the cpu kernel's
+    BLAS plans) into y [rows, L] int8. On one thread: right after BLAS's threads, numba's would wait
+    for the cores (and the stage is cheap)."""
+    for r in range(sums.shape[0]):
+        _q_store_row(sums[r], bias, qp, q32, y[r], zp, lo, hi, fast)
+
+
+def _accepts_conv_int8(op, sg) -> bool:
+    ts = _int8_tensors(op, sg)
+    if ts is None or not _options_ok(op.options):
+        return False
+    x, w, y = ts
+    cout, kh, kw, cin = w.shape
+    if cin != x.shape[3]:
+        return False                       # grouped: LiteRT's reference kernel, the cpu one
+    qw = qparams(w)
+    if (qw.per_channel and (qw.scale.size != cout or qw.axis != 0)) or np.any(qw.zero_point != 0):
+        return False
+    # the sums are exact in float32 (_QuantConv.float): taps * max |x - zp| * max |w| < 2**24
+    qi = qparams(x)
+    zp = int(qi.zero_point[0])
+    data = sg.tensors[op.inputs[1]].data
+    w_abs = int(np.abs(data.astype(np.int64)).max(initial=0)) if data is not None else 128
+    exact = kh * kw * cin * max(zp - qi.qmin, qi.qmax - zp) * w_abs < _EXACT_F32
+    return _output_ok(op, x, y, kh, kw, cout) and _wins("qconv", tuple(x.shape), tuple(y.shape),
+                                                        kh * kw * cin, exact)
+
+
+@JIT.register_quantized("CONV_2D", dtypes=("int8",), accepts=_accepts_conv_int8)
+def conv_2d_quantized(ctx: KernelContext) -> Run:
+    """int8 CONV_2D: the cpu kernel's exact integer sums (its BLAS plan: im2col + sgemm in float32 when
+    every partial sum is an exact float32 integer, else float64), then bias, rescale, zero point and
+    clamp in one numba pass (_q_stage) instead of the cpu kernel's numpy passes over int64 (measured
+    ~2.4 ns per output value there, ~0.4 here). A direct numba convolution measured slower than the
+    sums from BLAS (see the module docstring), so only the output stage is compiled here."""
+    ctx.expect_inputs(2, 3)
+    w = ctx.const(1)
+    if w is None or (ctx.has_input(2) and ctx.const(2) is None):
+        return CPU.kernel("CONV_2D", True)(ctx)
+    cout, kh, kw, cin = w.shape
+    strides, dils = _strides_dilations(ctx)
+    k = kh * kw * cin
+    q = _QuantConv(ctx, w, cout, 0, k, bias_required=True)
+    q.half_up = cout                       # LiteRT's optimized kernel (ruy's output stage): halves up
+    bias, qp, q32, fast = _output_stage(q, cout)
+    t = max(1, -(-_LANES // cout))
+    w_mat = np.ascontiguousarray(q.w.reshape(cout, k).T, dtype=q.float)
+    get_geometry = _window_geometry(ctx, (kh, kw), cin, strides, dils)
+    x_i, (o_i,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+    if q.float == np.float32:
+        # as the cpu kernel (_quantized_window_run): the bias joins the float sums when they stay exact
+        # with it; unpadded, the input's zero point joins the bias too (sum x*w - zp * sum w)
+        bias_f = q.bias.astype(np.float32) if q.bias is not None and q.bound < _EXACT_F32 else None
+        shift_input = True
+        if q.zp_in and ((kh, kw) == (1, 1) or ctx.options.get("padding", SAME) == VALID):
+            folded = q.w.reshape(cout, -1).sum(axis=1) * -q.zp_in + (0 if q.bias is None else q.bias)
+            if q.x_abs_raw * q.taps_w_abs + int(np.abs(folded).max(initial=0)) < _EXACT_F32:
+                bias_f, shift_input = folded.astype(np.float32), False
+        plan = _cached(lambda shape: ConvPlan(shape, w_mat, (kh, kw), strides, dils, *get_geometry(shape),
+                                              bias_f, ctx.runtime))
+        _plan_static(ctx, plan)
+        scratch = Scratch.of(ctx, np.float32)
+
+        def sums_f32(x: np.ndarray, out: tuple[int, int], pads) -> np.ndarray:
+            xs = q.shifted(x) if shift_input else x.astype(np.float32)
+            p = plan(x.shape)
+            return p.run(xs, scratch.get(int(np.prod(p.out_shape))).reshape(p.out_shape))
+        sums_of = sums_f32
+        if bias_f is not None:             # the sums hold the bias already
+            bias, q32 = np.zeros_like(bias), q32.copy()
+            q32[0] = 0
+    else:
+        def sums_f64(x: np.ndarray, out: tuple[int, int], pads) -> np.ndarray:
+            win = window_view(pad_spatial(q.shifted(x), pads), (kh, kw), strides, dils, out)
+            return np.matmul(win.reshape(-1, k), w_mat)
+        sums_of = sums_f64
+    bias, qp, q32 = _tiled(bias, qp, q32, t)
+    zp, lo, hi = q.zp_out, q.lo, q.hi
+
+    def run() -> None:
+        x = v[x_i]
+        out, pads = get_geometry(x.shape)
+        n = x.shape[0]
+        y = alloc((n,) + out + (cout,))
+        if y.size:
+            sums = sums_of(x, out, pads)
+            rows = n * out[0]
+            _q_stage(sums.reshape(rows, -1), bias, qp, q32, y.reshape(rows, -1), zp, lo, hi, fast)
+        v[o_i] = y
+    return run
