@@ -16,22 +16,11 @@ machine shared with other work, 2-thread numbers are noisy (a call can wait a sc
 """
 from __future__ import annotations
 
-import argparse
-import statistics
-import sys
-import time
-from pathlib import Path
-
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-import onert_py  # noqa: E402
-from helpers import single_op_model  # noqa: E402
-from onert_py.backends import jit  # noqa: E402
-from onert_py.backends.cpu.conv import conv_output_size  # noqa: E402
-from onert_py.exec.threads import thread_limit  # noqa: E402
+from _jit_timing import main
+from helpers import single_op_model
+from onert_py.backends.cpu.conv import conv_output_size
 
 SAME, VALID = 0, 1
 RELU6 = 3
@@ -123,87 +112,5 @@ def qconv_cases():
             _q_case("CONV_2D", [1, 8, 8, 3], 3, 1, SAME, cout=4)]
 
 
-def _runner(mb, inputs, backends, op_backend, threads):
-    """The op's run closure, its input set in the executor's slots, its output slot and the backend."""
-    sess = onert_py.infer.session(mb.to_bytes("tflite"), backends=backends, op_backend=op_backend,
-                                  num_threads=threads)
-    sess.infer(inputs)                                   # compiles, plans memory
-    ex = sess.executors[0]
-    for i, x in zip(ex.input_indices, inputs):
-        ex.values[i] = x
-    return ex.runs[0], ex.backend_names[0], ex
-
-
-def _per_call(run, threads, reps) -> list[float]:
-    """The times of `reps` calls, each timed alone (the median leaves out calls that waited for the
-    other backend's spinning worker threads)."""
-    times = []
-    with np.errstate(all="ignore"), thread_limit(threads):
-        for _ in range(reps):
-            t = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t)
-    return times
-
-
-class _rules_off:
-    """The jit conv module's geometry rule replaced by "accept"."""
-    def __enter__(self):
-        from onert_py.backends.jit import conv
-        self.mod, self.saved = conv, conv._wins
-        conv._wins = lambda *a, **k: True
-
-    def __exit__(self, *exc):
-        self.mod._wins = self.saved
-
-
-def measure(case, threads, rounds):
-    label, shape, mb, inputs = case
-    opcode = onert_py.load_model(mb.to_bytes("tflite")).subgraphs[0].operations[0].opcode
-    cpu, b_cpu, ex_c = _runner(mb, inputs, "cpu", None, threads)
-    accepted = onert_py.infer.session(mb.to_bytes("tflite")).executors[0].backend_names[0] == "jit"
-    with _rules_off():
-        jit_run, b_jit, ex_j = _runner(mb, inputs, "jit;cpu", {opcode: "jit"}, threads)
-    assert (b_cpu, b_jit) == ("cpu", "jit"), (b_cpu, b_jit)
-    cpu()
-    jit_run()
-    out = mb.subgraphs[0].outputs[0]
-    yc, yj = ex_c.values[out], ex_j.values[out]
-    if yc.dtype.kind in "iu":
-        assert np.array_equal(yc, yj), f"{label} {shape}: jit and cpu differ"
-    else:
-        np.testing.assert_allclose(yj, yc, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(yc).max())))
-    once = statistics.median(_per_call(cpu, threads, 3))
-    reps = max(3, min(500, int(2e-3 / max(once, 1e-7))))    # ~2 ms per block
-    for _ in range(2):       # warm-up rounds: both backends' threads started, caches and plans made
-        _per_call(cpu, threads, reps)
-        _per_call(jit_run, threads, reps)
-    a, b = [], []
-    for _ in range(rounds):
-        a += _per_call(cpu, threads, reps)
-        b += _per_call(jit_run, threads, reps)
-    return label, shape, statistics.median(a) * 1e6, statistics.median(b) * 1e6, accepted
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=11)
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--only", choices=("dw", "qdw", "qconv"))
-    args = ap.parse_args()
-    if not (jit.installed() and jit.load()):
-        sys.exit(f"the jit backend is not available: {jit.why_not()}")
-    groups = {"dw": dw_cases, "qdw": qdw_cases, "qconv": qconv_cases}
-    cases = [c for name, make in groups.items() if args.only in (None, name) for c in make()]
-    for threads in (int(t) for t in args.threads.split(",")):
-        print(f"\n### {threads} thread{'s' if threads > 1 else ''}\n")
-        print("| op | shape | cpu µs | jit µs | cpu/jit | jit accepts |")
-        print("|---|---|---:|---:|---:|---|")
-        for case in cases:
-            label, shape, tc, tj, acc = measure(case, threads, args.rounds)
-            print(f"| {label} | {shape} | {tc:.1f} | {tj:.1f} | {tc / tj:.2f} | {'yes' if acc else 'no'} |",
-                  flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], {"dw": dw_cases, "qdw": qdw_cases, "qconv": qconv_cases}, 11)

@@ -14,24 +14,11 @@ threads compete for the cores (a call can wait a whole scheduler time slice, mil
 """
 from __future__ import annotations
 
-import argparse
-import importlib
-import importlib.util
-import statistics
-import sys
-import time
-from pathlib import Path
-
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-import onert_py  # noqa: E402
-from helpers import single_op_model  # noqa: E402
-from onert_py.backends import jit  # noqa: E402
-from onert_py.backends.cpu.conv import conv_output_size  # noqa: E402
-from onert_py.exec.threads import thread_limit  # noqa: E402
+from _jit_timing import main
+from helpers import single_op_model
+from onert_py.backends.cpu.conv import conv_output_size
 
 SAME, VALID = 0, 1
 
@@ -122,89 +109,5 @@ def fc_cases():
             _fc_case(256, 256, 256)]
 
 
-def _runner(mb, inputs, backends, op_backend, threads):
-    """The op's run closure, its input set in the executor's slots, and the backend it ran on."""
-    sess = onert_py.infer.session(mb.to_bytes("tflite"), backends=backends, op_backend=op_backend,
-                                  num_threads=threads)
-    sess.infer(inputs)                                   # compiles, plans memory
-    ex = sess.executors[0]
-    for i, x in zip(ex.input_indices, inputs):
-        ex.values[i] = x
-    return ex.runs[0], ex.backend_names[0]
-
-
-def _per_call(run, threads, reps) -> list[float]:
-    """The times of `reps` calls, each timed alone: the median then leaves out the calls that waited for
-    the other backend's threads (OpenBLAS's and numba's OpenMP workers both spin for a while after
-    their last job: on 2 cores, a call right after the other backend's can wait a 4 ms time slice)."""
-    times = []
-    with np.errstate(all="ignore"), thread_limit(threads):
-        for _ in range(reps):
-            t = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t)
-    return times
-
-
-def measure(case, threads, rounds):
-    label, shape, mb, inputs = case
-    op = mb.to_bytes("tflite")
-    opcode = onert_py.load_model(op).subgraphs[0].operations[0].opcode
-    cpu, b_cpu = _runner(mb, inputs, "cpu", None, threads)
-    accepted = _accepted(mb)
-    with _rules_off():
-        jit_run, b_jit = _runner(mb, inputs, "jit;cpu", {opcode: "jit"}, threads)
-    assert (b_cpu, b_jit) == ("cpu", "jit"), (b_cpu, b_jit)
-    once = statistics.median(_per_call(cpu, threads, 3))
-    reps = max(3, min(500, int(2e-3 / max(once, 1e-7))))    # ~2 ms per block
-    for _ in range(2):       # warm-up rounds: both backends' threads started, caches and plans made
-        _per_call(cpu, threads, reps)
-        _per_call(jit_run, threads, reps)
-    a, b = [], []
-    for _ in range(rounds):
-        a += _per_call(cpu, threads, reps)
-        b += _per_call(jit_run, threads, reps)
-    tc, tj = statistics.median(a) * 1e6, statistics.median(b) * 1e6
-    return label, shape, tc, tj, accepted
-
-
-def _accepted(mb) -> bool:
-    sess = onert_py.infer.session(mb.to_bytes("tflite"), backends="jit;cpu")
-    return sess.executors[0].backend_names[0] == "jit"
-
-
-class _rules_off:
-    """The jit kernels' accept rules replaced by "accept" (timing the shapes the rules decline)."""
-    def __enter__(self):
-        mods = [importlib.import_module(f"onert_py.backends.jit.{m}") for m in ("pool", "matmul")
-                if importlib.util.find_spec(f"onert_py.backends.jit.{m}")]
-        self.saved = [(m, m._wins) for m in mods]
-        for m, _ in self.saved:
-            m._wins = lambda *a, **k: True
-
-    def __exit__(self, *exc):
-        for m, f in self.saved:
-            m._wins = f
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--only", choices=("pool", "fc"))
-    args = ap.parse_args()
-    if not (jit.installed() and jit.load()):
-        sys.exit(f"the jit backend is not available: {jit.why_not()}")
-    cases = ([] if args.only == "fc" else pool_cases()) + ([] if args.only == "pool" else fc_cases())
-    for threads in (int(t) for t in args.threads.split(",")):
-        print(f"\n### {threads} thread{'s' if threads > 1 else ''}\n")
-        print("| op | shape | cpu µs | jit µs | cpu/jit | jit accepts |")
-        print("|---|---|---:|---:|---:|---|")
-        for case in cases:
-            label, shape, tc, tj, acc = measure(case, threads, args.rounds)
-            print(f"| {label} | {shape} | {tc:.1f} | {tj:.1f} | {tc / tj:.2f} | {'yes' if acc else 'no'} |",
-                  flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], {"pool": pool_cases, "fc": fc_cases}, 15)
