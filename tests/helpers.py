@@ -415,3 +415,35 @@ def corpus_model_bytes(corpus: "os.PathLike | str", name: str, fmt: str) -> byte
         data = serialize(onert_py.load_model(data), "circle")
         assert data[4:8] == b"CIR0"
     return data
+
+
+def fill_doubling_loop(cond, body, limit: int, x_shape: Sequence[int]) -> None:
+    """The cond (i < limit) and body (i += 1, x = x + x) of a two-value WHILE over (i: int32 [], x:
+    float32 x_shape), as the CLI tests use it."""
+    ci, cx = cond.tensor("ci", [], np.int32), cond.tensor("cx", list(x_shape), np.float32)
+    cb = cond.tensor("cb", [], np.bool_)
+    cond.op("LESS", [ci, cond.const("limit", np.array(limit, np.int32))], [cb])
+    cond.inputs, cond.outputs = [ci, cx], [cb]
+    bi, bx = body.tensor("bi", [], np.int32), body.tensor("bx", list(x_shape), np.float32)
+    bio, bxo = body.tensor("bi_next", [], np.int32), body.tensor("bx_next", list(x_shape), np.float32)
+    body.op("ADD", [bi, body.const("inc", np.array(1, np.int32))], [bio], fused_activation_function=0)
+    body.op("ADD", [bx, bx], [bxo], fused_activation_function=0)
+    body.inputs, body.outputs = [bi, bx], [bio, bxo]
+
+
+def doubling_loop_file(path, limit: int, x_shape: Sequence[int]) -> str:
+    """x -> WHILE(i < limit: i += 1, x = x + x) -> x * 2, i a constant 0 and x the only input; written
+    to path/loop.tflite (subgraphs 0 main: WHILE, MUL; 1 cond: LESS; 2 body: two ADDs)."""
+    mb = ModelBuilder()
+    m, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
+    x = m.tensor("x", list(x_shape), np.float32)
+    io, xo = m.tensor("i_out", [], np.int32), m.tensor("x_out", list(x_shape), np.float32)
+    m.op("WHILE", [m.const("i0", np.array(0, np.int32)), x], [io, xo], cond_subgraph_index=1,
+         body_subgraph_index=2)
+    y = m.tensor("y", list(x_shape), np.float32)
+    m.op("MUL", [xo, m.const("two", np.array([2, 2], np.float32))], [y], fused_activation_function=0)
+    m.inputs, m.outputs = [x], [y]
+    fill_doubling_loop(cond, body, limit, x_shape)
+    p = path / "loop.tflite"
+    p.write_bytes(mb.to_bytes("tflite"))
+    return str(p)

@@ -7,33 +7,14 @@ import re
 import numpy as np
 import pytest
 
-from onert_py.schema.writer import ModelBuilder
+from helpers import doubling_loop_file
 from onert_py.tools import cmd_bench
 from onert_py.tools.cli import main
 
 
 def loop_model(path) -> str:
     """x [-1, 2] -> WHILE(i < 5: i += 1, x = x + x) -> x * 2; i is a constant 0, x the only input."""
-    mb = ModelBuilder()
-    m, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
-    x = m.tensor("x", [-1, 2], np.float32)
-    i0 = m.const("i0", np.array(0, np.int32))
-    io, xo = m.tensor("i_out", [], np.int32), m.tensor("x_out", [-1, 2], np.float32)
-    m.op("WHILE", [i0, x], [io, xo], cond_subgraph_index=1, body_subgraph_index=2)
-    y = m.tensor("y", [-1, 2], np.float32)
-    m.op("MUL", [xo, m.const("two", np.array([2, 2], np.float32))], [y], fused_activation_function=0)
-    m.inputs, m.outputs = [x], [y]
-    ci, cx, cb = cond.tensor("ci", [], np.int32), cond.tensor("cx", [-1, 2], np.float32), cond.tensor("cb", [], np.bool_)
-    cond.op("LESS", [ci, cond.const("limit", np.array(5, np.int32))], [cb])
-    cond.inputs, cond.outputs = [ci, cx], [cb]
-    bi, bx = body.tensor("bi", [], np.int32), body.tensor("bx", [-1, 2], np.float32)
-    bio, bxo = body.tensor("bi_next", [], np.int32), body.tensor("bx_next", [-1, 2], np.float32)
-    body.op("ADD", [bi, body.const("inc", np.array(1, np.int32))], [bio], fused_activation_function=0)
-    body.op("ADD", [bx, bx], [bxo], fused_activation_function=0)
-    body.inputs, body.outputs = [bi, bx], [bio, bxo]
-    p = path / "loop.tflite"
-    p.write_bytes(mb.to_bytes("tflite"))
-    return str(p)
+    return doubling_loop_file(path, 5, [-1, 2])
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 
 import onert_py
 from onert_py.backends.registry import CPU, load_builtin_kernels
+from helpers import fill_doubling_loop
 from onert_py.schema.writer import ModelBuilder
 from onert_py.tools.cli import main
 
@@ -32,14 +33,7 @@ def while_model() -> ModelBuilder:
     main_sg.op("ADD", [xo, main_sg.const("one", np.array([1, 1], np.float32))], [y],
                fused_activation_function=0)
     main_sg.inputs, main_sg.outputs = [i, x], [io, y]
-    ci, cx, cb = cond.tensor("ci", [], np.int32), cond.tensor("cx", [2], np.float32), cond.tensor("cb", [], np.bool_)
-    cond.op("LESS", [ci, cond.const("limit", np.array(5, np.int32))], [cb])
-    cond.inputs, cond.outputs = [ci, cx], [cb]
-    bi, bx = body.tensor("bi", [], np.int32), body.tensor("bx", [2], np.float32)
-    bio, bxo = body.tensor("bi_next", [], np.int32), body.tensor("bx_next", [2], np.float32)
-    body.op("ADD", [bi, body.const("inc", np.array(1, np.int32))], [bio], fused_activation_function=0)
-    body.op("ADD", [bx, bx], [bxo], fused_activation_function=0)
-    body.inputs, body.outputs = [bi, bx], [bio, bxo]
+    fill_doubling_loop(cond, body, 5, [2])
     mb.signature("serving_default", main_sg)
     return mb
 

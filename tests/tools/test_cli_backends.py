@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from helpers import doubling_loop_file
 from onert_py.backends import jit
 from onert_py.backends.registry import JIT, KernelAttrs
 from onert_py.compiler.compile import quantized_type
@@ -43,26 +44,7 @@ def chain_model(path) -> str:
 def loop_model(path) -> str:
     """x [2] -> WHILE(i < 3: i += 1, x = x + x) -> x * 2: subgraphs 0 main (WHILE, MUL), 1 cond (LESS),
     2 body (two ADDs)."""
-    mb = ModelBuilder()
-    m, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
-    x = m.tensor("x", [2], np.float32)
-    io, xo = m.tensor("i_out", [], np.int32), m.tensor("x_out", [2], np.float32)
-    m.op("WHILE", [m.const("i0", np.array(0, np.int32)), x], [io, xo], cond_subgraph_index=1,
-         body_subgraph_index=2)
-    y = m.tensor("y", [2], np.float32)
-    m.op("MUL", [xo, m.const("two", np.array([2, 2], np.float32))], [y], fused_activation_function=0)
-    m.inputs, m.outputs = [x], [y]
-    ci, cx, cb = cond.tensor("ci", [], np.int32), cond.tensor("cx", [2], np.float32), cond.tensor("cb", [], np.bool_)
-    cond.op("LESS", [ci, cond.const("limit", np.array(3, np.int32))], [cb])
-    cond.inputs, cond.outputs = [ci, cx], [cb]
-    bi, bx = body.tensor("bi", [], np.int32), body.tensor("bx", [2], np.float32)
-    bio, bxo = body.tensor("bi_next", [], np.int32), body.tensor("bx_next", [2], np.float32)
-    body.op("ADD", [bi, body.const("inc", np.array(1, np.int32))], [bio], fused_activation_function=0)
-    body.op("ADD", [bx, bx], [bxo], fused_activation_function=0)
-    body.inputs, body.outputs = [bi, bx], [bio, bxo]
-    p = path / "loop.tflite"
-    p.write_bytes(mb.to_bytes("tflite"))
-    return str(p)
+    return doubling_loop_file(path, 3, [2])
 
 
 @pytest.fixture
