@@ -27,8 +27,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-FLT_MAX = float(np.finfo(np.float32).max)
-
 # numba-side names a template may use (imported by every generated module)
 _PRELUDE = """import math
 import numpy as np

@@ -46,13 +46,13 @@ from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _cached, _geometry, _plan_static,
                                         _strides_dilations, _window_geometry, conv_output_size, pad_spatial,
                                         window_view)
+from onert_py.backends.cpu.elementwise import _activation_range
 from onert_py.backends.jit._numba import kernel, prange
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
-_FLT_MAX = float(np.finfo(np.float32).max)
-# The fused activation's clamp; TANH and SIGN_BIT are applied after it, as the cpu kernel does.
-_FLOAT_RANGE = {NONE: (-_FLT_MAX, _FLT_MAX), RELU: (0.0, _FLT_MAX), RELU_N1_TO_1: (-1.0, 1.0),
-                RELU6: (0.0, 6.0), TANH: (-_FLT_MAX, _FLT_MAX), SIGN_BIT: (-_FLT_MAX, _FLT_MAX)}
+# The fused activations taken; their clamp is LiteRT's activation range (the cpu elementwise kernels'
+# _activation_range), and TANH and SIGN_BIT are applied after it, as the cpu kernel does.
+_ACTIVATIONS = (NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT)
 _CONTRACT = {"contract"}          # a*b + c as one FMA (more exact than two roundings; XNNPACK does too)
 
 # Lane blocks of the stride-1 depthwise layout: about this many floats (whole pixels of C channels).
@@ -428,7 +428,7 @@ def _accepts_depthwise(op, sg) -> bool:
     x, w, y = ts
     one, kh, kw, cout = w.shape
     cin = x.shape[3]
-    if one != 1 or cout % cin or (op.options.get("fused_activation_function") or NONE) not in _FLOAT_RANGE:
+    if one != 1 or cout % cin or (op.options.get("fused_activation_function") or NONE) not in _ACTIVATIONS:
         return False
     return _output_ok(op, x, y, kh, kw, cout) and _wins("dw", tuple(x.shape), tuple(y.shape), kh * kw)
 
@@ -472,7 +472,8 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     t = max(1, -(-_LANES // cout))
     wt = np.ascontiguousarray(np.tile(taps, (1, 1, t)))
     bt = np.tile(bias, t)
-    lohi = np.array(_FLOAT_RANGE[ctx.options.get("fused_activation_function", NONE) or NONE], np.float32)
+    lohi = np.array(_activation_range(ctx.options.get("fused_activation_function", NONE) or NONE, np.dtype(np.float32)),
+                    np.float32)
     get = _geometry_of(ctx, kh, kw)
     x_i, (o_i,) = ctx.inputs[0], ctx.outputs
     v = ctx.values

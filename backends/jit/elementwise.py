@@ -12,9 +12,10 @@ from typing import Callable
 
 import numpy as np
 
-from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH
+from onert_py.backends.cpu._common import NONE
+from onert_py.backends.cpu.elementwise import _activation_range
 from onert_py.backends.jit._numba import compile_now
-from onert_py.backends.jit.codegen import FLT_MAX, Code, Expr, clamp, compile_source
+from onert_py.backends.jit.codegen import Code, Expr, clamp, compile_source
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 ExprFn = Callable[[object, object], "Expr | None"]
@@ -62,19 +63,6 @@ def _quantized(op, sg) -> bool:
 
 
 _F32, _I32, _BOOL = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_)
-_INT_MAX = int(np.iinfo(np.int32).max)
-
-
-def _activation_bounds(code: int, dt: np.dtype) -> tuple | None:
-    """(lo, hi) of LiteRT's activation range for ADD/SUB/MUL/DIV (None: not covered); TANH and
-    SIGN_BIT act as NONE there, as in the cpu kernels."""
-    if dt == _F32:
-        return {NONE: (-FLT_MAX, FLT_MAX), TANH: (-FLT_MAX, FLT_MAX), SIGN_BIT: (-FLT_MAX, FLT_MAX),
-                RELU: (0.0, FLT_MAX), RELU6: (0.0, 6.0), RELU_N1_TO_1: (-1.0, 1.0)}.get(code)
-    if dt == _I32:
-        return {NONE: (None, None), TANH: (None, None), SIGN_BIT: (None, None), RELU: (0, None),
-                RELU6: (0, 6), RELU_N1_TO_1: (-1, 1)}.get(code)
-    return None
 
 
 _ARITHMETIC = {"ADD": "({0} + {1})", "SUB": "({0} - {1})", "MUL": "({0} * {1})", "DIV": "({0} / {1})"}
@@ -85,10 +73,11 @@ def _arithmetic(op, sg) -> Expr | None:
     ins, out = _dtypes(op, sg)
     if len(ins) != 2 or _quantized(op, sg) or any(d != out for d in ins):
         return None
-    if out == _I32 and op.opcode == "DIV":
-        return None   # C++ division by zero and truncation: left to cpu
-    bounds = _activation_bounds(op.options.get("fused_activation_function", NONE), out)
-    if bounds is None:
+    if out not in (_F32, _I32) or (out == _I32 and op.opcode == "DIV"):
+        return None   # int DIV: C++ division by zero and truncation, left to cpu
+    try:   # the cpu kernels' activation range (TANH and SIGN_BIT act as NONE); None: nothing clamped
+        bounds = _activation_range(op.options.get("fused_activation_function", NONE), out) or (None, None)
+    except ValueError:
         return None
     body = _ARITHMETIC[op.opcode]
     if out == _I32:
