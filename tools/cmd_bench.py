@@ -2,8 +2,9 @@
 
 Prints which backends run how many ops and the threads, the init (load + compile) time, the first
 inference, then count/min/max/avg/std/p5/median/p95 of the timed runs in ms, and the peak RSS. The jit
-backend's kernels are compiled by numba when first called, i.e. in the first inference (or loaded from
-numba's disk cache, which later runs do): bench measures that and says under the line it belongs to.
+backend's kernels are compiled by numba (or loaded from its disk cache, as later runs do) while the
+session is created, each run once on zeros; a kernel that could not be run so compiles in the first
+inference. bench measures both and says so under the line each belongs to.
 `--profile` adds per-op tables (by op type, by subgraph, the costliest single ops, with their backends)
 with call counts, so ops inside WHILE bodies show how often they ran; `--trace` writes the per-op
 timeline as a Chrome trace (chrome://tracing, ui.perfetto.dev).
@@ -113,7 +114,7 @@ def _op_names(sess) -> dict[tuple[int, int], str]:
 def _op_backends(sess) -> dict[tuple[int, int], str]:
     """(subgraph, op) -> the backend that runs it (ops folded at compile time are not run)."""
     return {(ex.index, op.index): name for ex in sess.executors
-            for op, name in zip(ex.operations, getattr(ex, "backend_names", ()))}
+            for op, name in zip(ex.operations, ex.backend_names)}
 
 
 def backend_counts(sess, order: Sequence[str] = ()) -> dict[str, int]:
@@ -269,7 +270,7 @@ def profile_tables(sess, runs: int) -> str:
              f"{prof.op_calls[(sg, op)] / n:g}", backends.get((sg, op), "?")] for (sg, op), t in top]
     out += ["", f"top {len(rows)} operators"]
     out.append(format_table(["subgraph", "op", "type", "ms", "%", "calls/run", "backend"], rows))
-    loops = getattr(sess.runtime, "compiled_loops", ())
+    loops = sess.runtime.compiled_loops
     if loops:   # the controlflow kernel times each step, so a loop the jit backend compiled whole runs op by op
         out += ["", f"{len(loops)} WHILE loop(s) the jit backend compiles whole ran op by op while profiled: their "
                 "times are the per-op path's, not the compiled loop's"]
@@ -324,8 +325,9 @@ def run(args: argparse.Namespace) -> int:
     print(backends_line(counts))
     print(threads_line(choice.num_threads, threads))
     print(f"init: {init_s * 1e3:.3f} ms")
-    if jit_init.note("init"):
-        print(jit_init.note("init"))
+    note = jit_init.note("init")
+    if note:
+        print(note)
     report: dict[str, Any] = {
         "model": args.model, "signature": args.signature, "seed": args.seed,
         "inputs": [{"name": n, "shape": list(np.shape(a)), "dtype": str(np.asarray(a).dtype), "source": src}
@@ -340,8 +342,9 @@ def run(args: argparse.Namespace) -> int:
     report["first_inference_ms"] = (time.perf_counter() - t) * 1e3
     report["jit_compile"] = {"init": jit_init.as_dict(), "first_inference": jit_first.as_dict()}
     print(f"first inference: {report['first_inference_ms']:.3f} ms")
-    if jit_first.note("first inference"):
-        print(jit_first.note("first inference"))
+    note = jit_first.note("first inference")
+    if note:
+        print(note)
     report["warmup_runs"], report["warmup_avg_ms"] = args.warmup_runs, None
     if args.warmup_runs:
         t = time.perf_counter()
