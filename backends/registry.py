@@ -178,14 +178,15 @@ class Backend:
     def supports(self, op_name: str, quantized: bool = False) -> bool:
         return op_name in (self.quantized if quantized else self.kernels)
 
-    def takes(self, op, subgraph, qtype: str | None = None) -> bool:
+    def takes(self, op, subgraph=None, qtype: str | None = None) -> bool:
         """This backend has a kernel for `op` and its types: for a quantized op (qtype: the integer type
-        it runs, compiler.quantized_type) a quantized kernel of that type, and its `accepts` agrees."""
+        it runs, compiler.quantized_type) a quantized kernel of that type, and its `accepts` agrees
+        (asked only with the op's subgraph: without tensors, the name and the type decide)."""
         name, quantized = op.kernel_name, qtype is not None
         if not self.supports(name, quantized) or (quantized and qtype not in self.types(name, True)):
             return False
         accepts = self.accepts.get((name, quantized))
-        return accepts is None or bool(accepts(op, subgraph))
+        return accepts is None or subgraph is None or bool(accepts(op, subgraph))
 
     def kernel(self, op_name: str, quantized: bool = False) -> Prepare:
         return (self.quantized if quantized else self.kernels)[op_name]

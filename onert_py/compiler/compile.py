@@ -50,22 +50,13 @@ def assign_backend(op: Operation, backends: tuple[str, ...] = ("cpu",), qtype: s
     forced = _forced_backend(op, sg, op_backend)
     if forced is not None:
         backend = _BACKENDS[forced]
-        if not _takes(backend, op, sg, qtype):
+        if not backend.takes(op, sg, qtype):
             where = f"subgraph {sg.index} operator {op.index}" if sg is not None else f"operator {op.index}"
             kind = f"quantized {qtype} " if qtype else ""
             raise PrepareError(f"op_backend puts {where} ({op.kernel_name}) on backend {forced!r}, which has "
                                f"no {kind}kernel for it (or not for its types)")
         return backend
-    return next((_BACKENDS[name] for name in backends if _takes(_BACKENDS[name], op, sg, qtype)), None)
-
-
-def _takes(backend: Backend, op: Operation, sg: Subgraph | None, qtype: str | None) -> bool:
-    if op.is_custom:
-        return backend.supports(op.custom_name)
-    if sg is None:   # no tensors to test against: the name and the quantized type decide
-        return backend.supports(op.opcode, qtype is not None) and \
-            (qtype is None or qtype in backend.types(op.opcode, True))
-    return backend.takes(op, sg, qtype)
+    return next((_BACKENDS[name] for name in backends if _BACKENDS[name].takes(op, sg, qtype)), None)
 
 
 def _forced_backend(op: Operation, sg: Subgraph | None, op_backend: Mapping[str, str] | None) -> str | None:
