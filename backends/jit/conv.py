@@ -472,17 +472,29 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
     t = max(1, -(-_LANES // cout))
     wt = np.ascontiguousarray(np.tile(taps, (1, 1, t)))
     bt = np.tile(bias, t)
-    lohi = np.array(_activation_range(ctx.options.get("fused_activation_function", NONE) or NONE, np.dtype(np.float32)),
-                    np.float32)
+    code = ctx.options.get("fused_activation_function", NONE) or NONE
+    lohi = np.array(_activation_range(code, np.dtype(np.float32)), np.float32)
+
+    def compute(x, y, geo, chunks) -> None:
+        _dw(x, taps, wt, bt, bias, y, geo, lohi, chunks)
+    return _depthwise_run(ctx, cin, mult, kh, kw, compute)
+
+
+def _depthwise_run(ctx: KernelContext, cin: int, mult: int, kh: int, kw: int, compute) -> Run:
+    """The run closure of both depthwise kernels: the input made C-contiguous and writeable, its
+    channels checked, the output allocated, a multiplier M > 1 expanded into C*M input channels, the
+    thread split chosen; `compute(x, y, geometry, chunks)` then fills y."""
     get = _geometry_of(ctx, kh, kw)
     x_i, (o_i,) = ctx.inputs[0], ctx.outputs
+    dtype = ctx.input_tensor(0).dtype
+    cout = cin * mult
     v = ctx.values
     alloc = ctx.output_buffer(0)
 
     def run() -> None:
         x = v[x_i]
         if not (x.flags.c_contiguous and x.flags.writeable):
-            x = np.array(x, np.float32, order="C")
+            x = np.array(x, dtype, order="C")
         n, h, wd, c = x.shape
         if c != cin:
             raise ValueError(f"input has {c} channels, the filter expects {cin}")
@@ -490,11 +502,11 @@ def depthwise_conv_2d(ctx: KernelContext) -> Run:
         y = alloc((n, oh, ow, cout))
         if y.size:
             if mult > 1:
-                xe = np.empty((n, h, wd, cout), np.float32)
+                xe = np.empty((n, h, wd, cout), dtype)
                 _repeat_channels(x, mult, xe)
                 x = xe
             chunks = min(get_num_threads(), n * oh) if y.size * kh * kw >= _PARALLEL_MIN else 1
-            _dw(x, taps, wt, bt, bias, y, geo, lohi, chunks)
+            compute(x, y, geo, chunks)
         v[o_i] = y
     return run
 
@@ -824,34 +836,15 @@ def depthwise_conv_2d_quantized(ctx: KernelContext) -> Run:
     wt = np.ascontiguousarray(np.tile(taps, (1, 1, t)))
     bias, qp, q32, fast = _output_stage(q, cout)
     bias, qp, q32 = _tiled(bias, qp, q32, t)
-    get = _geometry_of(ctx, kh, kw)
     tail = np.array([q.zp_in, q.zp_out, q.lo, q.hi, fast], np.int64)
     geos: dict = {}
-    x_i, (o_i,) = ctx.inputs[0], ctx.outputs
-    v = ctx.values
-    alloc = ctx.output_buffer(0)
 
-    def run() -> None:
-        x = v[x_i]
-        if not (x.flags.c_contiguous and x.flags.writeable):
-            x = np.array(x, order="C")
-        n, h, wd, c = x.shape
-        if c != cin:
-            raise ValueError(f"input has {c} channels, the filter expects {cin}")
-        (oh, ow), geo = get(x.shape)
-        y = alloc((n, oh, ow, cout))
-        if y.size:
-            if mult > 1:
-                xe = np.empty((n, h, wd, cout), np.int8)
-                _repeat_channels(x, mult, xe)
-                x = xe
-            g = geos.get(x.shape)
-            if g is None:
-                g = geos[x.shape] = np.concatenate((geo[:6], tail))
-            chunks = min(get_num_threads(), n * oh) if y.size * kh * kw >= _PARALLEL_MIN else 1
-            _q_dw(x, taps, wt, bias, y, g, qp, q32, chunks)
-        v[o_i] = y
-    return run
+    def compute(x, y, geo, chunks) -> None:
+        g = geos.get(x.shape)
+        if g is None:
+            g = geos[x.shape] = np.concatenate((geo[:6], tail))
+        _q_dw(x, taps, wt, bias, y, g, qp, q32, chunks)
+    return _depthwise_run(ctx, cin, mult, kh, kw, compute)
 
 
 @kernel
