@@ -1,0 +1,102 @@
+"""The session's backend and thread options (backends, op_backend, num_threads, ONERT_PY_BACKENDS,
+ONERT_PY_OP_BACKEND_MAP): good values reach the compiler, bad ones are named in one clear error."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onert_py
+from helpers import single_op_model
+from onert_py.errors import PrepareError
+
+F32 = np.float32
+
+
+def _add(dtype=F32, shape=(64, 64)) -> bytes:
+    mb = single_op_model("ADD", [("a", list(shape), dtype), ("b", list(shape), dtype)],
+                         [("o", list(shape), dtype)], fused_activation_function=0)
+    return mb.to_bytes("tflite")
+
+
+@pytest.fixture
+def no_env(monkeypatch):
+    monkeypatch.delenv("ONERT_PY_BACKENDS", raising=False)
+    monkeypatch.delenv("ONERT_PY_OP_BACKEND_MAP", raising=False)
+
+
+@pytest.mark.parametrize("n, message", [(0, "num_threads must be >= 1"), (-3, "num_threads must be >= 1"),
+                                        ("2", "num_threads must be an int"), (True, "num_threads must be an int"),
+                                        (1.5, "num_threads must be an int")])
+def test_bad_num_threads(n, message, no_env):
+    with pytest.raises(ValueError, match=message):
+        onert_py.infer.session(_add(), num_threads=n)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("ADD", "op_backend: 'ADD' is not KEY=BACKEND"),
+    ("ADD=", "op_backend: 'ADD=' is not KEY=BACKEND"),
+    ({"0:x": "cpu"}, "op_backend: key '0:x' is not SUBGRAPH:INDEX"),
+    ({"ADD": "gpu"}, "op_backend ADD=gpu: unknown backend 'gpu'"),
+])
+def test_bad_op_backend(spec, message, no_env):
+    with pytest.raises(ValueError, match=message):
+        onert_py.infer.session(_add(), op_backend=spec)
+
+
+def test_bad_backends_env(monkeypatch):
+    monkeypatch.setenv("ONERT_PY_BACKENDS", "tpu")
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        onert_py.infer.session(_add())
+
+
+def test_jit_named_without_numba(monkeypatch, no_env):
+    """numba missing (simulated): "jit;cpu" runs on cpu, as onert skips a backend it cannot load;
+    "jit" alone, or an op forced onto it, says what to install."""
+    from onert_py.backends import jit
+    monkeypatch.setattr(jit, "_state", {"loaded": False, "why": "ModuleNotFoundError: No module named 'numba'"})
+    sess = onert_py.infer.session(_add(), "jit;cpu")
+    assert sess.executors[0].backend_names == ["cpu"]
+    with pytest.raises(ValueError, match=r'needs numba .*pip install "onert-py\[jit\]"'):
+        onert_py.infer.session(_add(), "jit")
+    with pytest.raises(ValueError, match="op_backend ADD=jit: the jit backend needs numba"):
+        onert_py.infer.session(_add(), "cpu", op_backend="ADD=jit")
+
+
+def test_forced_op_and_env_map(monkeypatch, no_env):
+    pytest.importorskip("numba")
+    data = _add()
+    assert onert_py.infer.session(data, "jit;cpu").executors[0].backend_names == ["jit"]
+    assert onert_py.infer.session(data, "jit;cpu", op_backend="ADD=cpu").executors[0].backend_names == ["cpu"]
+    assert onert_py.infer.session(data, "cpu", op_backend={"0:0": "jit"}).executors[0].backend_names == ["jit"]
+    monkeypatch.setenv("ONERT_PY_OP_BACKEND_MAP", "ADD=cpu")
+    assert onert_py.infer.session(data, "jit;cpu").executors[0].backend_names == ["cpu"]
+    # the option's own key wins over the environment's
+    assert onert_py.infer.session(data, "jit;cpu", op_backend="ADD=jit").executors[0].backend_names == ["jit"]
+    monkeypatch.setenv("ONERT_PY_BACKENDS", "cpu")
+    monkeypatch.delenv("ONERT_PY_OP_BACKEND_MAP")
+    assert onert_py.infer.session(data).executors[0].backend_names == ["cpu"]
+
+
+def test_op_forced_onto_a_backend_that_declines_it(no_env):
+    """jit's elementwise kernels are float32: an int32 ADD forced onto jit is refused, naming the op."""
+    pytest.importorskip("numba")
+    with pytest.raises(PrepareError, match=r"subgraph 0 operator 0 \(ADD\) on backend 'jit'"):
+        onert_py.infer.session(_add(np.int32), "jit;cpu", op_backend="ADD=jit")
+
+
+def test_num_threads_runs_and_puts_blas_back(no_env):
+    """num_threads limits BLAS only while the session runs; results are the same as without it, and
+    the caller's inputs are left as they were."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    data = _add()
+    x = np.random.default_rng(0).normal(size=(64, 64)).astype(F32)
+    y = x[::-1].copy()
+    before = [x.copy(), y.copy()]
+    blas = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    want = onert_py.infer.session(data, "cpu").infer([x, y])
+    for n in (1, 2):
+        got = onert_py.infer.session(data, num_threads=n).infer([x, y])
+        np.testing.assert_array_equal(got[0], want[0])
+    assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == blas
+    np.testing.assert_array_equal(x, before[0])
+    np.testing.assert_array_equal(y, before[1])
