@@ -27,6 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import onert_py  # noqa: E402
+from onert_py.exec.threads import thread_limit  # noqa: E402
 from onert_py.ir import Model  # noqa: E402
 from onert_py.loader.flatbuffer import load_model  # noqa: E402
 from onert_py.schema.writer import ModelBuilder  # noqa: E402
@@ -107,11 +108,14 @@ def op_times(path: Path, rounds: int) -> list[dict]:
         for i, x in zip(ex.input_indices, feeds):
             ex.values[i] = x
         best = {"onert-py": float("inf"), "LiteRT": float("inf")}
-        for _ in range(rounds):
-            for name, fn in (("LiteRT", lit.invoke), ("onert-py", ex.runs[0])):
-                t0 = time.perf_counter()
-                fn()
-                best[name] = min(best[name], time.perf_counter() - t0)
+        # the run closure is called outside a session run, so set one thread for BLAS and the jit
+        # kernels here, as a session run with num_threads=1 does (numba's default is every core)
+        with thread_limit(1):
+            for _ in range(rounds):
+                for name, fn in (("LiteRT", lit.invoke), ("onert-py", ex.runs[0])):
+                    t0 = time.perf_counter()
+                    fn()
+                    best[name] = min(best[name], time.perf_counter() - t0)
         first = next((t for t in op.inputs if t >= 0), None)
         rows.append({"op": op.index, "type": op.opcode,
                      "shape": list(sg.tensors[first].shape) if first is not None else [],

@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 import os
 
-_FAMILIES = ("elementwise", "shape", "conv", "pool", "matmul")
+_FAMILIES = ("elementwise", "shape", "conv", "pool", "matmul", "image")
 _state: dict[str, object] = {}
 
 

@@ -142,6 +142,26 @@ def _unary(op, sg) -> Expr | None:
     return Expr(_UNARY_F32[op.opcode], (0,))
 
 
+@expression("PRELU")
+def _prelu(op, sg) -> Expr | None:
+    # LiteRT's reference formula, as cpu's: x >= 0 ? x : x * alpha (NaN takes the alpha side: NaN;
+    # -0.0 >= 0 keeps -0.0); one compare and one multiply, so bit for bit the cpu kernel's result
+    ins, out = _dtypes(op, sg)
+    if ins != [_F32, _F32] or out != _F32 or _quantized(op, sg):
+        return None
+    return Expr("({0} if {0} >= np.float32(0.0) else {0} * {1})")
+
+
+@expression("HARD_SWISH")
+def _hard_swish(op, sg) -> Expr | None:
+    # cpu's order of operations: x * clip(x + 3, 0, 6) / 6, each step rounded to float32
+    ins, out = _dtypes(op, sg)
+    if ins != [_F32] or out != _F32 or _quantized(op, sg):
+        return None
+    relu6 = clamp("({0} + np.float32(3.0))", 0.0, 6.0, _F32)
+    return Expr(f"(({{0}} * {relu6}) / np.float32(6.0))", (0,))
+
+
 # ----------------------------------------------------------------------------------- per-op kernels
 
 def _per_op_accepts(op, sg) -> bool:
@@ -186,5 +206,5 @@ def _per_op(ctx: KernelContext) -> Run:
     return run
 
 
-for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"):
+for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH"):
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts)(_per_op)

@@ -210,3 +210,26 @@ def test_unwritable_cache_dir_falls_back_to_tmp(tmp_path, monkeypatch):
     sess = _session(data)
     assert sess.runtime.compiled_loops
     _same(sess.infer(inputs), _session(data, "cpu").infer(inputs))
+
+
+def _activation_body(sg, ts):
+    """v = prelu(hard_swish(v) - 1, alpha per column), i += 1: the activations' expressions compiled."""
+    i, v = ts
+    hs, m, nv = (sg.tensor(n, [4, 3], F32) for n in ("hs", "m", "nv"))
+    sg.op("HARD_SWISH", [v], [hs])
+    sg.op("SUB", [hs, sg.const("one_f", np.array([1.0], F32))], [m], fused_activation_function=0)
+    sg.op("PRELU", [m, sg.const("alpha", np.array([0.5, -1.5, 2.0], F32))], [nv])
+    sg.inputs, sg.outputs = ts, [_step(sg, i), nv]
+
+
+@pytest.mark.parametrize("n", [0, 1, 6])
+def test_activations_in_compiled_loop(n):
+    data = _loop(_activation_body, _count_below(n), [("i", [1], I32), ("v", [4, 3], F32)])
+    v = (np.random.default_rng(2).normal(size=(4, 3)) * 4).astype(F32)
+    v[0] = [-0.0, 1e30, np.nan]   # (inf: the SUB clamps it to FLT_MAX as LiteRT's builtin kernel, XNNPACK does not)
+    inputs = [np.array([0], I32), v]
+    out, cpu, compiled = _both(data, inputs)
+    assert compiled
+    _same(out, cpu)
+    np.testing.assert_array_equal(np.signbit(out[1]), np.signbit(cpu[1]))
+    assert_close(out, run_litert(data, inputs), rtol=1e-6, atol=1e-7)

@@ -1,0 +1,104 @@
+"""The jit backend's PRELU and HARD_SWISH (backends/jit/elementwise.py: per-op kernels generated from the
+ops' expressions): taken for large static float32 tensors, bit for bit the cpu backend's (signed zeros,
++-inf and NaN included), PRELU bit for bit LiteRT's builtin kernel too, every way alpha broadcasts, and
+the shapes they leave to cpu."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+import onert_py  # noqa: E402
+from helpers import rng, run_litert, run_litert_builtin, single_op_model  # noqa: E402
+
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -3.0, 3.0, 6.0, -1e-30, 1e30], np.float32)
+
+
+def _x(shape, seed):
+    x = (rng(seed).standard_normal(shape) * 4).astype(np.float32)
+    x.reshape(-1)[:SPECIAL.size] = SPECIAL
+    return x
+
+
+def _run(mb, inputs, backends):
+    sess = onert_py.infer.session(mb.to_bytes("tflite"), backends=backends)
+    return sess.executors[0].backend_names, sess.infer(inputs)[0]
+
+
+def _same_bits(got, want):
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg="sign of zero")
+
+
+@pytest.mark.parametrize("alpha_shape", [(16,), (1, 1, 16), (1,), (24, 1, 16), (1, 24, 1, 1)], ids=str)
+@pytest.mark.parametrize("constant", [True, False], ids=["const_alpha", "input_alpha"])
+def test_prelu_bit_exact(alpha_shape, constant):
+    xs = (1, 24, 20, 16)                   # 7680 elements: above the per-op kernel's size floor
+    x = _x(xs, 1)
+    alpha = rng(2).uniform(-2.0, 2.5, alpha_shape).astype(np.float32)
+    alpha.reshape(-1)[0] = 0.0
+    alpha_spec = ("const", alpha) if constant else ("alpha", list(alpha_shape), np.float32)
+    mb = single_op_model("PRELU", [("x", list(xs), np.float32), alpha_spec], [("y", list(xs), np.float32)])
+    inputs = [x] if constant else [x, alpha]
+    backends, got = _run(mb, inputs, "jit;cpu")
+    assert backends == ["jit"]
+    _same_bits(got, run_litert_builtin(mb, inputs)[0])
+    _same_bits(got, _run(mb, inputs, "cpu")[1])
+
+
+@pytest.mark.parametrize("xs", [(1, 64, 64, 3), (2, 33, 17, 8), (5000,)], ids=str)
+def test_hard_swish_bit_exact(xs):
+    x = _x(xs, 3)
+    mb = single_op_model("HARD_SWISH", [("x", list(xs), np.float32)], [("y", list(xs), np.float32)])
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["jit"]
+    _same_bits(got, _run(mb, [x], "cpu")[1])
+    # LiteRT's optimized float kernel rounds differently (a third of these values differ in the last
+    # bit), so against it: within a float32 rounding or two
+    want = run_litert_builtin(mb, [x])[0]
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=1e-37, equal_nan=True)
+    # an independent formula: x * relu6(x + 3) / 6, each step rounded to float32
+    with np.errstate(invalid="ignore"):
+        want = (x * np.clip(x + np.float32(3), np.float32(0), np.float32(6))) / np.float32(6)
+    _same_bits(got, want)
+
+
+def test_small_and_dynamic_shapes_stay_on_cpu():
+    small = single_op_model("HARD_SWISH", [("x", [4, 8], np.float32)], [("y", [4, 8], np.float32)])
+    assert _run(small, [_x((4, 8), 5)], "jit;cpu")[0] == ["cpu"]
+    dyn = single_op_model("PRELU", [("x", [-1, 64, 16], np.float32), ("const", np.ones(16, np.float32))],
+                          [("y", [-1, 64, 16], np.float32)])
+    backends, got = _run(dyn, [_x((8, 64, 16), 6)], "jit;cpu")
+    assert backends == ["cpu"]
+    assert got.shape == (8, 64, 16)
+
+
+# RESIZE_BILINEAR (backends/jit/image.py): the cpu kernel's passes in one numba pass each
+@pytest.mark.parametrize("xs,size", [((1, 24, 24, 48), (48, 48)), ((2, 9, 16, 5), (36, 64)),
+                                     ((1, 40, 30, 16), (17, 11)), ((1, 1, 7, 64), (5, 14))], ids=str)
+@pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)],
+                         ids=["plain", "align_corners", "half_pixel"])
+def test_resize_bilinear_bit_exact(xs, size, align, half):
+    x = _x(xs, 7)
+    out = [xs[0], *size, xs[3]]
+    mb = single_op_model("RESIZE_BILINEAR", [("x", list(xs), np.float32),
+                                             ("const", np.array(size, np.int32))],
+                         [("y", out, np.float32)], align_corners=align, half_pixel_centers=half)
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["jit"]
+    _same_bits(got, _run(mb, [x], "cpu")[1])
+    finite = np.isfinite(x).all(axis=(1, 2), keepdims=True)   # channels holding no inf/NaN
+    want = run_litert(mb, [x])[0]     # LiteRT's default path, which the cpu kernel matches bit for bit
+    _same_bits(np.where(finite, got, 0), np.where(finite, want, 0))
+
+
+def test_resize_bilinear_other_shapes_stay_on_cpu():
+    size = ("const", np.array([4, 4], np.int32))
+    small = single_op_model("RESIZE_BILINEAR", [("x", [1, 2, 2, 3], np.float32), size],
+                            [("y", [1, 4, 4, 3], np.float32)])
+    assert _run(small, [_x((1, 2, 2, 3), 8)], "jit;cpu")[0] == ["cpu"]
+    given = single_op_model("RESIZE_BILINEAR", [("x", [1, 32, 32, 8], np.float32), ("size", [2], np.int32)],
+                            [("y", [1, -1, -1, 8], np.float32)])
+    backends, got = _run(given, [_x((1, 32, 32, 8), 9), np.array([64, 48], np.int32)], "jit;cpu")
+    assert backends == ["cpu"] and got.shape == (1, 64, 48, 8)
