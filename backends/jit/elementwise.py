@@ -203,7 +203,36 @@ def _per_op(ctx: KernelContext) -> Run:
         r = alloc(out_shape)
         fn(r.reshape(size), *[ascontig(x, _F32).reshape(-1) for x in xs], *index_values)
         v[o] = r
-    return run
+
+    # The common forms without the general run's lists (~1.5 µs a call less): one input (HARD_SWISH),
+    # two (a residual ADD), or an input with a constant second operand (a bias, a scale, PRELU's alpha)
+    # flattened once here.
+    if len(slots) > 2:
+        return run
+    s0, d0 = slots[0], declared[0]
+    second = ctx.const(expr.inputs[1]) if len(slots) == 2 else None
+    if len(slots) == 2 and second is None:
+        s1, d1 = slots[1], declared[1]
+
+        def run_two() -> None:
+            x, y = v[s0], v[s1]
+            if x.shape != d0 or y.shape != d1:
+                return other_shapes()
+            r = alloc(out_shape)
+            fn(r.reshape(size), ascontig(x, _F32).reshape(-1), ascontig(y, _F32).reshape(-1), *index_values)
+            v[o] = r
+        return run_two
+    rest = [ascontig(second, _F32).reshape(-1)] if second is not None else []
+    rest += index_values
+
+    def run_one_varying() -> None:
+        x = v[s0]
+        if x.shape != d0:
+            return other_shapes()
+        r = alloc(out_shape)
+        fn(r.reshape(size), ascontig(x, _F32).reshape(-1), *rest)
+        v[o] = r
+    return run_one_varying
 
 
 for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH"):
