@@ -23,6 +23,7 @@ from onert_py.compiler import compile_model
 from onert_py.compiler.shape_inference import ShapeCache
 from onert_py.errors import InputError, article
 from onert_py.exec.executor import scalar_or_array
+from onert_py.exec.executor_choice import dataflow_options
 from onert_py.exec.budget import requested_max_memory, resolve_max_memory
 from onert_py.exec.runtime import RuntimeOptions, RuntimeState, check_timeout
 from onert_py.exec.threads import RunLock, check_num_threads, thread_limit
@@ -105,7 +106,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         # executor: "linear" (default; ONERT_PY_EXECUTOR sets it from outside) or "dataflow" (control
         # flow lowered to Switch/Merge/Enter/Exit/NextIteration, docs/dataflow.md): parallel_iterations
         # bounds the live iterations per loop, inter_op_threads the ops run at once (default min(4, cores))
-        self._dataflow = _dataflow_options(executor, parallel_iterations, inter_op_threads)
+        self._dataflow = dataflow_options(executor, parallel_iterations, inter_op_threads)
         if self._dataflow is not None:
             self.runtime.options.arena = False   # tokens hold values as long as they need: no shared slots
         self._dataflow_executors: dict = {}
@@ -497,26 +498,6 @@ def _loadable(backends: Any) -> Any:
     if names and not kept:
         raise ValueError(f"none of the backends {names} is available in onert-py (available: cpu, jit)")
     return ";".join(kept)
-
-
-def _dataflow_options(executor: str | None, parallel_iterations: int, inter_op_threads: int | None):
-    """None for the linear executor, else the dataflow executor's options (checked)."""
-    import os
-    if executor is None:
-        executor = os.environ.get("ONERT_PY_EXECUTOR", "").strip() or "linear"
-    if executor not in ("linear", "dataflow"):
-        raise ValueError(f"executor must be 'linear' or 'dataflow', not {executor!r}")
-    if isinstance(parallel_iterations, bool) or not isinstance(parallel_iterations, (int, np.integer)) \
-            or parallel_iterations < 1:
-        raise ValueError(f"parallel_iterations must be an int >= 1, got {parallel_iterations!r}")
-    if inter_op_threads is None:
-        inter_op_threads = min(4, os.cpu_count() or 1)
-    if isinstance(inter_op_threads, bool) or not isinstance(inter_op_threads, (int, np.integer)) \
-            or inter_op_threads < 1:
-        raise ValueError(f"inter_op_threads must be an int >= 1, got {inter_op_threads!r}")
-    if executor == "linear":
-        return None
-    return {"parallel_iterations": int(parallel_iterations), "threads": int(inter_op_threads)}
 
 
 def _zeros(dims: Sequence[int], t: Tensor) -> np.ndarray:

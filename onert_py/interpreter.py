@@ -53,6 +53,7 @@ from onert_py.exec.threads import RunLock, thread_limit
 from onert_py.compiler.shape_inference import LITERT, ShapeCache
 from onert_py.errors import ExecutionError, OnertPyError, PrepareError, ResourceRuntimeError, UnsupportedOpError
 from onert_py.exec.budget import requested_max_memory, resolve_max_memory
+from onert_py.exec.executor_choice import dataflow_options
 from onert_py.exec.runtime import RuntimeOptions, RuntimeState, check_timeout
 from onert_py.ir import Model, Subgraph, Tensor
 from onert_py.loader import load_model
@@ -170,6 +171,13 @@ class Interpreter:
     (a plain function as `register_custom_op` takes it, or a prepare function when `prepare=True`),
     replacing any earlier registration so that creating several interpreters is harmless. Custom ops
     LiteRT runs by default (mediapipe's Convolution2DTransposeBias) need no registerer.
+
+    executor, parallel_iterations, inter_op_threads: onert-py's, as `infer.session` takes them
+    (docs/dataflow.md). executor="dataflow" runs control flow lowered to Switch/Merge/Enter/Exit/
+    NextIteration, independent ops on up to inter_op_threads threads, in invoke() and in signature
+    runners alike; the outputs are the linear executor's. Its intermediate values live in tokens, not
+    tensors: experimental_preserve_all_tensors is refused with it, and get_tensor() of an intermediate
+    tensor shows zeros (LiteRT without preserve_all_tensors shows reused memory).
     """
 
     def __init__(self, model_path: Any = None, model_content: bytes | None = None,
@@ -183,9 +191,17 @@ class Interpreter:
                  experimental_force_delegate_node_profiling: bool = False,
                  custom_op_registerers: Sequence[Any] | None = None, *, backends: str | None = None,
                  max_while_iterations: int | None = None, op_backend: str | dict | None = None,
-                 timeout: float | None = None, max_memory: int | float | str | None = None):
+                 timeout: float | None = None, max_memory: int | float | str | None = None,
+                 executor: str | None = None, parallel_iterations: int = 10, inter_op_threads: int | None = None):
         if getattr(experimental_op_resolver_type, "name", None) not in OpResolverType.__members__:
             raise ValueError(f"Unrecognized passed in op resolver type: {experimental_op_resolver_type}")
+        # executor: as infer.session's (docs/dataflow.md): "linear" (default; ONERT_PY_EXECUTOR sets it from
+        # outside) or "dataflow", with parallel_iterations and inter_op_threads; checked before loading
+        self._dataflow = dataflow_options(executor, parallel_iterations, inter_op_threads)
+        if self._dataflow is not None and experimental_preserve_all_tensors:
+            # intermediate values live in the dataflow executor's tokens, never in tensors get_tensor reads
+            raise ValueError("experimental_preserve_all_tensors keeps the intermediate tensors of the linear "
+                             "executor; the dataflow executor does not keep them: use executor='linear'")
         if experimental_preserve_all_tensors and experimental_op_resolver_type.name in ("AUTO", "BUILTIN"):
             warnings.warn("Enabling `experimental_preserve_all_tensors` keeps every intermediate tensor "
                           "alive; use it for debugging only.", stacklevel=2)
@@ -212,6 +228,10 @@ class Interpreter:
             preserve_all_tensors=bool(experimental_preserve_all_tensors),
             # the session's memory budget (exec/budget.py): None = ONERT_PY_MAX_MEMORY or 4 x file + 1 GiB
             max_memory=resolve_max_memory(requested_max_memory(max_memory), self._model)))
+        if self._dataflow is not None:
+            self._runtime.options.arena = False   # tokens hold values as long as they need: no shared slots
+        self._dataflow_executors: dict = {}      # subgraph -> its dataflow executor (built on first invoke)
+        self._compiled_model = self._model       # the model the executors were compiled from (relaxed or not)
         for registerer in list(getattr(self, "_custom_op_registerers", [])) + list(custom_op_registerers or []):
             custom_ops.run(registerer)
         # Each public call that reads or changes state (set_tensor, invoke, get_tensor, allocate, resize,
@@ -292,6 +312,8 @@ class Interpreter:
         try:
             with thread_limit(self._runtime.options.num_threads):
                 self._executors = compile_model(model, self._runtime, self._backends, self._op_backend)
+            self._compiled_model = model
+            self._close_dataflow()   # they ran the executors just replaced
         except (UnsupportedOpError, PrepareError) as e:
             raise ExecutionError(f"failed to prepare the model: {e}") from e
         except MemoryError as e:   # a RuntimeError as LiteRT's failures, a ResourceError as ours
@@ -370,7 +392,7 @@ class Interpreter:
         self._runtime.start_run()
         try:   # inf/NaN results are values, as in LiteRT (and the session), not numpy warnings
             with np.errstate(all="ignore"), thread_limit(self._runtime.options.num_threads):
-                results = self._executors[k].execute(arrays)
+                results = self._executor(k).execute(arrays)
         except RuntimeError:
             raise
         except MemoryError as e:   # a ResourceError (executor) or numpy's, reported as both kinds
@@ -388,6 +410,23 @@ class Interpreter:
             st.values[o] = arr   # get_tensor copies, so the executor's array can be kept as is
         st.input_shapes_at_invoke = [st.shapes[i] for i in sg.inputs]
         self._shapes_stale = True
+
+    def _executor(self, k: int):
+        """Subgraph k's executor: the linear one, or its dataflow executor (built on first use over the
+        same compiled executors, as infer.session builds it)."""
+        if self._dataflow is None:
+            return self._executors[k]
+        ex = self._dataflow_executors.get(k)
+        if ex is None:
+            from onert_py.compiler.lowering import build_dataflow
+            ex = self._dataflow_executors[k] = build_dataflow(self._compiled_model, self._executors,
+                                                              self._runtime, k, **self._dataflow)
+        return ex
+
+    def _close_dataflow(self) -> None:
+        for ex in self._dataflow_executors.values():
+            ex.close()
+        self._dataflow_executors = {}
 
     def _refresh_shapes(self) -> None:
         """Report the shapes the last run produced (LiteRT reports them after invoke too)."""

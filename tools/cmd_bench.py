@@ -1,7 +1,8 @@
 """`onert-py bench`: time a model the way LiteRT's benchmark_model and onert's onert_run do.
 
-Prints which backends run how many ops and the threads, the init (load + compile) time, the first
-inference, then count/min/max/avg/std/p5/median/p95 of the timed runs in ms, and the peak RSS. The jit
+Prints which backends run how many ops, the threads and the executor (--executor: linear or dataflow,
+docs/dataflow.md), the init (load + compile) time, the first inference, then
+count/min/max/avg/std/p5/median/p95 of the timed runs in ms, and the peak RSS. The jit
 backend's kernels are compiled by numba (or loaded from its disk cache, as later runs do) while the
 session is created, each run once on zeros; a kernel that could not be run so compiles in the first
 inference. bench measures both and says so under the line each belongs to.
@@ -36,8 +37,8 @@ from onert_py.exec.threads import thread_limit
 from onert_py.tools.errors import CliError
 from onert_py.tools.formatting import format_table, shape_of
 from onert_py.tools.inputs import prepare_inputs, run_inference
-from onert_py.tools.options import (add_input_options, add_model_options, backend_choice, check_distinct_files,
-                                    check_writable, open_session)
+from onert_py.tools.options import (add_executor_options, add_input_options, add_model_options, backend_choice,
+                                    check_distinct_files, check_writable, executor_choice, open_session)
 
 _TOP_OPS = 10
 INTERRUPTED = 130   # exit code after Ctrl-C stopped the timed runs (128 + SIGINT, as shells report it)
@@ -49,6 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "(load + compile), first inference, warmup, then latency statistics "
                                    "of the timed runs in ms, peak RSS and the memory plan.")
     add_model_options(p, "time")
+    add_executor_options(p)
     add_input_options(p)
     p.add_argument("--num-runs", type=int, default=50, metavar="N",
                    help="timed runs (at least; see --min-secs) (default 50)")
@@ -510,6 +512,7 @@ def run(args: argparse.Namespace) -> int:
     _check_args(args)
     profile = args.profile or args.profile_all
     choice = backend_choice(args)   # first: it imports numba when jit is asked for, so JitWatch sees it
+    executor = executor_choice(args)
     t_init = time.perf_counter()
     with JitWatch() as jit_init:
         sess = open_session(args)
@@ -523,6 +526,7 @@ def run(args: argparse.Namespace) -> int:
     threads = thread_counts(choice.num_threads, counts.get("jit", 0) > 0)
     print(backends_line(counts))
     print(threads_line(choice.num_threads, threads))
+    print(executor.describe())
     print(f"init: {init_s * 1e3:.3f} ms")
     note = jit_init.note("init")
     if note:
@@ -533,6 +537,7 @@ def run(args: argparse.Namespace) -> int:
                    for n, a, src in zip(inputs.names, inputs.arrays, inputs.sources)],
         "backend_order": list(choice.names), "op_backend": choice.forced, "backends": counts,
         "num_threads": -1 if choice.num_threads is None else choice.num_threads, "threads": threads,
+        "executor": executor.session_options(),
         "init_ms": init_s * 1e3}
     t = time.perf_counter()
     with JitWatch() as jit_first:

@@ -37,8 +37,9 @@ from onert_py.schema.writer import serialize
 from onert_py.tools.errors import CliError
 from onert_py.tools.formatting import format_table, save_arrays
 from onert_py.tools.inputs import Inputs, prepare_inputs, run_inference
-from onert_py.tools.options import (add_input_options, add_model_options, backend_choice, check_distinct_files,
-                                    check_writable, circle_only_ops, open_session)
+from onert_py.tools.options import (add_executor_options, add_input_options, add_model_options, backend_choice,
+                                    check_distinct_files, check_writable, circle_only_ops, executor_choice,
+                                    open_session)
 
 DEFAULT_TOL = 2e-2
 # the strict rule's defaults for the option not given (--rtol alone keeps atol 1e-6, and so on)
@@ -73,6 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "what its inputs carried: the op to look at.\n"
                     "Exit code 0 all pass, 1 a mismatch, 2 an error.")
     add_model_options(p, "compare")
+    add_executor_options(p)
     p.add_argument("--reference", default="litert", metavar="litert|litert-ref|EXPECTED.npz",
                    help="'litert' (default): ai-edge-litert with its default op resolver and delegate "
                         "(XNNPACK), what LiteRT users run; 'litert-ref': LiteRT's builtin kernels without "
@@ -767,7 +769,16 @@ def compare_cmd(args: argparse.Namespace) -> int:
     # (the controlflow kernel leaves loops uncompiled when every tensor is preserved). Only then: the
     # memory plan, which preserving turns off, stays in the runs a dump is made to debug.
     jit = args.dump_dir and "jit" in backend_choice(args).names
-    sess = open_session(args, preserve_all_tensors=True) if jit else open_session(args)
+    options = {"preserve_all_tensors": True} if jit else {}
+    executor = executor_choice(args)
+    if record and executor.executor == "dataflow":
+        # The recorder wraps the session's own kernels; the dataflow executor's worker threads run compiled
+        # copies of them, so a recording run is a sequential one (same order as linear, same values).
+        options["inter_op_threads"] = 1
+        print("note: ops are recorded under the dataflow executor: it runs sequentially (inter_op_threads 1), "
+              "and the control-flow ops it lowers (IF, WHILE, CALL) run as the ops inside them, so they "
+              "have no rows of their own")
+    sess = open_session(args, **options)
     inputs = prepare_inputs(sess, args)
     names = [i.name for i in sess.get_outputs_tensorinfo()]
     # Everything about the reference is checked before the (possibly long) run.

@@ -10,8 +10,8 @@ from onert_py.tools.errors import CliError
 from onert_py.tools.formatting import (check_output_dir, check_output_suffix, output_aliases, save_arrays,
                                        save_output_dir, save_outputs, signature_label, summarize)
 from onert_py.tools.inputs import prepare_inputs, run_inference
-from onert_py.tools.options import (add_input_options, add_model_options, check_distinct_files, check_writable,
-                                    open_session)
+from onert_py.tools.options import (add_executor_options, add_input_options, add_model_options, check_distinct_files,
+                                    check_writable, open_session)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "and values (or min/max/mean). Inputs not given are seeded random "
                                    "values.")
     add_model_options(p, "run")
+    add_executor_options(p)
     add_input_options(p, save=True)
     p.add_argument("--output", metavar="OUT.npz",
                    help="save the outputs in the format of the file's suffix: .npz (every output, keyed by "

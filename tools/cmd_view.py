@@ -8,7 +8,9 @@ colour the ops; the same graph can be written as Graphviz DOT and the overlays a
 node data.
 
 This module turns the loader's IR into plain data (build_view), which the page, the DOT writer and
-the node-data writer all draw from.
+the node-data writer all draw from. With --lowered it draws the dataflow executor's lowered graph
+(compiler/lowering.py) instead, from plain data built the same way (build_lowered_view): one graph,
+WHILE frames as nested groups, the five control-flow primitives in shapes of their own.
 """
 from __future__ import annotations
 
@@ -25,9 +27,11 @@ from typing import Any
 import numpy as np
 
 from onert_py.ir import Model, Subgraph
+from onert_py.ir.lowered import PRIMITIVES, LoweredGraph
 from onert_py.tools.cmd_inspect import assign_backends, labelled_calls, operator_details, tensor_details
 from onert_py.tools.custom_ops import load_custom_ops
 from onert_py.tools.errors import CliError
+from onert_py.tools.formatting import dtype_of, shape_of
 from onert_py.tools.options import add_backend_options, add_custom_ops_option, backend_choice, read_model
 
 # Overlay colours, from "cheap / exact" to "hot / wrong": white, amber, orange, dark red. The page, the
@@ -43,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "shapes, dtypes and quantization, control-flow ops linked to the "
                                    "subgraphs they call; search, zoom and pan. --profile and --errors "
                                    "colour ops by time (bench --report) or by the error they add "
-                                   "(compare --report).")
+                                   "(compare --report). --lowered draws the dataflow executor's lowered "
+                                   "graph of one subgraph instead.")
     p.add_argument("model", help=".tflite / .circle file or nnpackage directory")
     p.add_argument("-o", "--output", metavar="OUT.html",
                    help="the HTML page to write (default: MODEL's name with .html in the current "
@@ -55,7 +60,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="colour ops by the error they add: the per-op rows ('ops', added_err) of "
                         "`onert-py compare --report D.json`")
     p.add_argument("--dot", metavar="OUT.dot",
-                   help="also write Graphviz DOT: one cluster per subgraph, control-flow calls dashed, "
+                   help="also write Graphviz DOT: one cluster per subgraph (with --lowered: one nested "
+                        "cluster per WHILE frame), control-flow calls dashed, "
                         "the overlay's colours (--profile's, else --errors') as fillcolor (render with "
                         "`dot -Tsvg OUT.dot`)")
     p.add_argument("--node-data", metavar="OUT.json",
@@ -66,6 +72,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="draw constant tensors, and ops computing only from constants (DEQUANTIZE of "
                         "fp16 weights), as nodes (the page has a toggle; default: folded into the ops "
                         "that read them, as the compiler folds them)")
+    p.add_argument("--lowered", action="store_true",
+                   help="draw the dataflow executor's lowered graph instead (docs/dataflow.md): control flow "
+                        "inlined as Switch/Merge/Enter/Exit/NextIteration (each its own shape and colour, "
+                        "see the legend), WHILE loops as nested frames, NextIteration back-edges in red, "
+                        "control edges (control inputs, completions) dashed, ops as 'TYPE [subgraph:op]'. --profile / "
+                        "--errors colour the Op nodes by their (subgraph, op) row (an op inlined twice "
+                        "shows its one row twice); --node-data is refused (Model Explorer draws the "
+                        "model's own graph); constants are always drawn (Const nodes)")
+    p.add_argument("--subgraph", type=int, metavar="N",
+                   help="with --lowered: lower subgraph N (a signature's entry; default 0), as `inspect "
+                        "--lowered --subgraph N`; without it: the subgraph the page opens on")
     add_custom_ops_option(p)
     add_backend_options(p, threads=False)
     p.set_defaults(func=view_cmd)
@@ -184,6 +201,137 @@ def build_view(model: Model, assigned: dict | None = None, title: str = "") -> d
     return {"title": title, "format": model.format, "description": model.description,
             "signatures": [{"key": s.key, "subgraph": s.subgraph_index} for s in model.signatures],
             "subgraphs": subgraphs, "overlays": [], "show_constants": False}
+
+
+# ---- the lowered graph (the dataflow executor's, compiler/lowering.py) as plain data
+
+# How the lowered graph's node kinds are drawn: DOT shape and fill; the page draws the same shapes
+# (view.js) in the same colours, and both show them in a legend. The five primitives each get a
+# shape and colour of their own; Op nodes are white boxes as in the model view.
+LOWERED_STYLES: dict[str, dict[str, str]] = {
+    "Op": {"shape": "box", "fill": "#ffffff", "what": "an op of the model, run by its compiled kernel"},
+    "Switch": {"shape": "diamond", "fill": "#fde68a", "what": "routes a value to its F or T side by a predicate"},
+    "Merge": {"shape": "invtrapezium", "fill": "#bbf7d0", "what": "forwards the first live input"},
+    "Enter": {"shape": "house", "fill": "#bfdbfe", "what": "into a loop frame"},
+    "Exit": {"shape": "invhouse", "fill": "#fbcfe8", "what": "out of a loop frame"},
+    "NextIteration": {"shape": "octagon", "fill": "#ddd6fe", "what": "into the loop's next iteration"},
+    "Arg": {"shape": "ellipse", "fill": "#dbeafe", "what": "a model input"},
+    "Const": {"shape": "note", "fill": "#f3f4f6", "what": "a constant (or variable) slot"},
+    "Source": {"shape": "ellipse", "fill": "#e5e7eb", "what": "fires once as the run starts"},
+    "Output": {"shape": "ellipse", "fill": "#dcfce7", "what": "a model output"},
+}
+BACK_EDGE_COLOUR = "#dc2626"      # NextIteration -> Merge, the loop's back-edges
+CONTROL_EDGE_COLOUR = "#6b7280"   # port -1: completion (deadness), not a value
+# A node with more control edges out than this (a pivot over many ops on constants: Source over every
+# DEQUANTIZE of a weight) has them drawn as stubs: a small "^%id" reference just above each target,
+# laid out there, instead of edges spanning the whole graph (which cost the layouts minutes).
+STUB_FANOUT = 4
+
+
+def _tensor_brief(sg: Subgraph, t: int) -> dict[str, Any] | None:
+    if t < 0:
+        return None
+    tensor = sg.tensors[t]
+    info = {"index": t, "name": tensor.name, "shape": shape_of(tensor), "dtype": dtype_of(tensor)}
+    return {**info, "text": shape_text(info)}
+
+
+def build_lowered_view(model: Model, g: LoweredGraph, assigned: dict | None = None,
+                       title: str = "") -> dict[str, Any]:
+    """The lowered graph as JSON-ready data for the page and the DOT writer.
+
+    Nodes: "n<id>" per lowered node (kind, frame, the text drawn: `main` and `sub`, and what the side
+    panel shows), "r<k>" per model output (kind "Output"). Edges: one per input and control of each
+    node, {"from", "to", "port", "control" (port -1: a completion), "back" (NextIteration -> its loop
+    Merge), "label" (F / T out of a Switch, the shape out of an Op, Arg or Const), "stub" (the text of
+    a reference drawn instead of the edge's length: see STUB_FANOUT)}, then one per output.
+    Frames: the WHILE loops, with their parent frame ("" = root)."""
+    assigned = assigned or {}
+    entry = model.subgraphs[g.subgraph]
+    details: dict[int, list[dict[str, Any]]] = {}
+
+    def ops_of(s: int) -> list[dict[str, Any]]:
+        if s not in details:
+            details[s] = operator_details(model.subgraphs[s], assigned)
+        return details[s]
+
+    nodes: list[dict[str, Any]] = []
+    out_shape: dict[tuple[int, int], str] = {}    # (node, port) -> shape text of the value it sends
+    for n in g.nodes:
+        node: dict[str, Any] = {"id": f"n{n.id}", "node": n.id, "kind": n.kind, "frame": n.frame,
+                                "label": n.label, "primitive": n.kind in PRIMITIVES,
+                                "inputs": [list(e) for e in n.inputs], "controls": [list(e) for e in n.controls]}
+        if n.kind == "Op":
+            sg = model.subgraphs[n.sg]
+            op = sg.operations[n.op]
+            d = ops_of(n.sg)[n.op]
+            node.update(main=n.label, sub=f"[{n.sg}:{n.op}]" + (" stateful" if n.stateful else ""),
+                        sg=n.sg, op=n.op, subgraph_name=sg.name, stateful=n.stateful, where=n.where,
+                        backend=d["backend"], version=d["version"], options=d["options"],
+                        input_tensors=[_tensor_brief(sg, t) for t in op.inputs],
+                        output_tensors=[_tensor_brief(sg, t) for t in op.outputs])
+            for k, t in enumerate(op.outputs):
+                if t >= 0:
+                    out_shape[n.id, k] = _tensor_brief(sg, t)["text"]
+        elif n.kind in ("Const", "Arg"):
+            sg = model.subgraphs[n.sg]
+            tensor = _tensor_brief(sg, n.tensor)
+            what = f"Const [{n.sg}:t{n.tensor}]" if n.kind == "Const" else f"Arg {n.index}"
+            node.update(main=n.label or f"t{n.tensor}", sub=f"{what} \u00b7 {tensor['text']}", sg=n.sg,
+                        tensor=tensor, index=n.index)
+            if n.kind == "Const":
+                node["variable"] = bool(sg.tensors[n.tensor].is_variable)
+            out_shape[n.id, 0] = tensor["text"]
+        elif n.kind == "Source":
+            node.update(main="Source", sub="run start")
+        else:
+            sub = n.label
+            if n.kind == "Enter":
+                sub = f"{n.label} \u00b7 constant" if n.is_constant else n.label
+                node.update(frame_name=n.frame_name, is_constant=n.is_constant)
+            elif n.kind == "Merge":
+                node["loop_merge"] = n.loop_merge
+            elif n.kind == "Switch":
+                node.update(loop_control=n.loop_control, strict=n.strict)
+            elif n.kind == "Exit":
+                node["loop_control"] = n.loop_control
+            node.update(main=n.kind, sub=sub)
+        nodes.append(node)
+    by_id = g.nodes
+    edges: list[dict[str, Any]] = []
+    for n in g.nodes:
+        for slot, (src, port) in enumerate(n.inputs):
+            label = ("F", "T")[port] if by_id[src].kind == "Switch" and port in (0, 1) else out_shape.get((src, port), "")
+            edges.append({"from": f"n{src}", "to": f"n{n.id}", "port": port, "slot": slot, "control": port < 0,
+                          "back": by_id[src].kind == "NextIteration" and n.kind == "Merge", "label": label})
+        for src, port in n.controls:
+            edges.append({"from": f"n{src}", "to": f"n{n.id}", "port": port, "slot": -1, "control": True,
+                          "back": False, "label": ""})
+    fanout: dict[str, int] = {}
+    for e in edges:
+        if e["control"]:
+            fanout[e["from"]] = fanout.get(e["from"], 0) + 1
+    for e in edges:
+        if e["control"] and fanout[e["from"]] > STUB_FANOUT:
+            source = nodes[int(e["from"][1:])]
+            tail = f" {source['label']}" if source["label"] and source["label"] != source["main"] else ""
+            e["stub"] = f"^%{source['node']}:{e['port'] if e['port'] >= 0 else 'ctl'} {source['main']}{tail}"
+    for k, (src, port) in enumerate(g.outputs):
+        t = entry.outputs[k]
+        tensor = _tensor_brief(entry, t)
+        nodes.append({"id": f"r{k}", "kind": "Output", "frame": "", "primitive": False, "index": k,
+                      "main": tensor["name"] or f"t{t}", "sub": f"output {k} \u00b7 {tensor['text']}",
+                      "tensor": tensor, "inputs": [[src, port]], "controls": []})
+        edges.append({"from": f"n{src}", "to": f"r{k}", "port": port, "slot": 0, "control": False,
+                      "back": False, "label": out_shape.get((src, port), "")})
+    frames = [{"name": f.name, "parent": f.parent or "", "loop": list(f.loop),
+               "label": f"{f.name} (WHILE [{f.loop[0]}:{f.loop[1]}])"} for f in g.frames.values()]
+    return {"title": title, "format": model.format, "description": model.description, "lowered": True,
+            "subgraph": g.subgraph, "subgraph_name": entry.name, "counts": g.counts(), "frames": frames,
+            "nodes": nodes, "edges": edges, "styles": LOWERED_STYLES,
+            "colours": {"back": BACK_EDGE_COLOUR, "control": CONTROL_EDGE_COLOUR},
+            "primitives": list(PRIMITIVES), "overlays": [], "subgraphs": [], "signatures": [],
+            "show_constants": True}
 
 
 # ---- overlays
@@ -434,6 +582,94 @@ def render_dot(data: dict[str, Any], show_constants: bool = False, overlay: dict
     return "\n".join(lines) + "\n"
 
 
+def render_lowered_dot(data: dict[str, Any], overlay: dict | None = None) -> str:
+    """The lowered graph as Graphviz DOT: one nested cluster per frame (cluster_f<k>, inside its
+    parent's), the root's nodes outside any; node kinds by LOWERED_STYLES' shapes and colours; control
+    edges (control inputs, completions: port -1) dashed; NextIteration back-edges bold in BACK_EDGE_COLOUR and left out of the ranking
+    (constraint=false), so a loop reads top to bottom; a stub edge from its reference node p<edge>; a
+    legend cluster; overlay colours on Op nodes."""
+    ops_colour = (overlay or {}).get("ops", {})
+    styles = data["styles"]
+    lines = ["digraph lowered {",
+             '  graph [rankdir=TB, compound=true, fontname="Helvetica", fontsize=11, '
+             f'label={_dot_string(_lowered_title(data))}, labelloc=t];',
+             '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];',
+             '  edge [fontname="Helvetica", fontsize=8, color="#6b7280"];']
+    by_frame: dict[str, list[str]] = {}
+    for node in data["nodes"]:
+        style = styles[node["kind"]]
+        attrs = [f"label={_dot_string(node['main'] + chr(10) + node['sub'] if node.get('sub') else node['main'])}",
+                 f"shape={style['shape']}", f'fillcolor="{style["fill"]}"']
+        if node["kind"] != "Op":
+            attrs.append('style="filled"')
+        else:
+            row = ops_colour.get(f"{node['sg']}:{node['op']}")
+            if row and row.get("color"):
+                attrs[2] = f'fillcolor="{row["color"]}"'
+                attrs.append(f"tooltip={_dot_string(row['text'])}")
+            if node.get("stateful"):
+                attrs.append("penwidth=2")
+        by_frame.setdefault(node["frame"], []).append(f"{node['id']} [{', '.join(attrs)}];")
+    children: dict[str, list[dict]] = {}
+    frame_of = {node["id"]: node["frame"] for node in data["nodes"]}
+    for k, e in enumerate(data["edges"]):
+        if e.get("stub"):   # its reference, in the target's frame, so it is laid out next to it
+            by_frame.setdefault(frame_of[e["to"]], []).append(
+                f"p{k} [label={_dot_string(e['stub'])}, shape=box, style=\"rounded,dashed\", fontsize=8, "
+                f"color=\"{data['colours']['control']}\", height=0.2, margin=\"0.04,0.02\"];")
+    for k, f in enumerate(data["frames"]):
+        f = {**f, "cluster": f"cluster_f{k}"}
+        children.setdefault(f["parent"], []).append(f)
+
+    def frame_block(f: dict, depth: int) -> None:
+        pad = "  " * depth
+        lines.append(f"{pad}subgraph {f['cluster']} {{")
+        lines.append(f"{pad}  label={_dot_string(f['label'])}; style=\"rounded,dashed\"; color=\"#7c3aed\";")
+        for stmt in by_frame.get(f["name"], []):
+            lines.append(f"{pad}  {stmt}")
+        for child in children.get(f["name"], []):
+            frame_block(child, depth + 1)
+        lines.append(f"{pad}}}")
+
+    for stmt in by_frame.get("", []):
+        lines.append(f"  {stmt}")
+    for f in children.get("", []):
+        frame_block(f, 1)
+    for k, e in enumerate(data["edges"]):
+        attrs = [f"label={_dot_string(e['label'])}"] if e["label"] else []
+        if e["control"]:
+            attrs += ["style=dashed", f'color="{data["colours"]["control"]}"', "arrowhead=empty"]
+        if e["back"]:
+            attrs += [f'color="{data["colours"]["back"]}"', "penwidth=1.6", "constraint=false"]
+        source = f"p{k}" if e.get("stub") else e["from"]
+        lines.append(f"  {source} -> {e['to']}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+    # the legend: the kinds drawn, and the two special edges
+    kinds = [k for k in styles if any(n["kind"] == k for n in data["nodes"])]
+    lines.append("  subgraph cluster_legend {")
+    lines.append('    label="legend"; style="rounded"; color="#d1d5db"; fontsize=10;')
+    for k in kinds:
+        s = styles[k]
+        style = '"rounded,filled"' if k == "Op" else '"filled"'
+        lines.append(f"    legend_{k} [label={_dot_string(k)}, shape={s['shape']}, style={style}, "
+                     f"fillcolor=\"{s['fill']}\", tooltip={_dot_string(s['what'])}];")
+    if len(kinds) > 1:   # one row, in LOWERED_STYLES' order
+        lines.append("    { rank=same; " + " -> ".join(f"legend_{k}" for k in kinds) + " [style=invis]; }")
+    lines.append('    legend_ctl_a [label="", shape=point]; legend_ctl_b [label="control", shape=plaintext, style=""];')
+    lines.append('    legend_back_a [label="", shape=point]; legend_back_b [label="back-edge", shape=plaintext, style=""];')
+    lines.append(f'    legend_ctl_a -> legend_ctl_b [style=dashed, color="{data["colours"]["control"]}", arrowhead=empty];')
+    lines.append(f'    legend_back_a -> legend_back_b [color="{data["colours"]["back"]}", penwidth=1.6];')
+    lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _lowered_title(data: dict[str, Any]) -> str:
+    counts = data["counts"]
+    name = f" {data['subgraph_name']!r}" if data["subgraph_name"] else ""
+    return (f"{data['title']}: lowered subgraph {data['subgraph']}{name}, {sum(counts.values())} nodes, "
+            f"{len(data['frames'])} frame(s)")
+
+
 def node_data(data: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     """Model Explorer node data for one overlay, keyed by graph id ({graph_id: {"results": {node_id:
     {"value", "bgColor"}}}}). Its TFLite adapter names op n of a subgraph "n" and the graph as
@@ -477,13 +713,24 @@ def view_cmd(args: argparse.Namespace) -> int:
     html_out = args.output or (None if args.dot or args.node_data else Path(model_path.name).with_suffix(".html").name)
     if args.node_data and not (args.profile or args.errors):
         raise CliError("--node-data writes the overlays: give --profile R.json and/or --errors D.json")
+    if args.lowered and args.node_data:
+        raise CliError("--node-data is for Model Explorer, which draws the model's own graph, not the lowered "
+                       "one: write it without --lowered")
     model = read_model(args.model)
     for out in (html_out, args.dot, args.node_data):
         if out and model_path.exists() and Path(out).resolve() == model_path.resolve():
             raise CliError(f"{out} is the model itself; choose another output file")
+    if args.subgraph is not None and not 0 <= args.subgraph < len(model.subgraphs):
+        raise CliError(f"--subgraph {args.subgraph}: the model has no subgraph {args.subgraph} (it has "
+                       f"0..{len(model.subgraphs) - 1})")
     assigned = assign_backends(model, backend_choice(args, model))
-    data = build_view(model, assigned, title=model_path.name)
-    data["show_constants"] = bool(args.show_constants)
+    if args.lowered:
+        from onert_py.compiler.lowering import lower
+        data = build_lowered_view(model, lower(model, args.subgraph or 0), assigned, title=model_path.name)
+    else:
+        data = build_view(model, assigned, title=model_path.name)
+        data["show_constants"] = bool(args.show_constants)
+        data["start_subgraph"] = args.subgraph or 0
     overlays = []
     for name, path in (("time", args.profile), ("error", args.errors)):
         if path:
@@ -498,15 +745,20 @@ def view_cmd(args: argparse.Namespace) -> int:
         _write(html_out, render_html(data), "the page")
         written.append(html_out)
     if args.dot:
-        _write(args.dot, render_dot(data, args.show_constants, data["overlays"][0] if overlays else None),
-               "the DOT file")
+        overlay = data["overlays"][0] if overlays else None
+        _write(args.dot, render_lowered_dot(data, overlay) if args.lowered else
+               render_dot(data, args.show_constants, overlay), "the DOT file")
         written.append(args.dot)
     if args.node_data:
         paths = _node_data_paths(args.node_data, [o["name"] for o in data["overlays"]])
         for path, ov in zip(paths, data["overlays"]):
             _write(path, json.dumps(_plain(node_data(data, ov)), indent=1, allow_nan=False), "node data")
             written.append(path)
+    shown = ', overlays ' + ', '.join(o.name for o in overlays) if overlays else ''
+    if args.lowered:
+        print(f"wrote {', '.join(written)} (lowered subgraph {data['subgraph']}: "
+              f"{sum(data['counts'].values())} nodes, {len(data['frames'])} frame(s){shown})")
+        return 0
     ops = sum(len(sg["ops"]) for sg in data["subgraphs"])
-    print(f"wrote {', '.join(written)} ({len(data['subgraphs'])} subgraph(s), {ops} ops"
-          f"{', overlays ' + ', '.join(o.name for o in overlays) if overlays else ''})")
+    print(f"wrote {', '.join(written)} ({len(data['subgraphs'])} subgraph(s), {ops} ops{shown})")
     return 0

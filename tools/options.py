@@ -1,7 +1,8 @@
 """Options and model loading shared by the `onert-py` subcommands: the argparse option adders (the model,
 --signature, --max-while-iterations, --custom-ops, the backend options --backends, --op-backend and
---num-threads, and the input options of `run`, `compare` and `bench`), checks on option values, reading a
-model (and listing its Circle-only ops) and opening a session from the parsed args."""
+--num-threads, the executor options --executor, --parallel-iterations and --inter-op-threads, and the
+input options of `run`, `compare` and `bench`), checks on option values, reading a model (and listing its
+Circle-only ops) and opening a session from the parsed args."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,7 @@ from typing import Any
 import onert_py
 from onert_py.compiler.compile import backend_names, parse_op_backend
 from onert_py.errors import PrepareError, UnsupportedOpError
+from onert_py.exec.executor_choice import EXECUTOR_ENV, EXECUTORS, dataflow_options, default_inter_op_threads
 from onert_py.ir import Model
 from onert_py.loader import load_model
 from onert_py.tools.custom_ops import custom_ops_hint, load_custom_ops
@@ -139,6 +141,67 @@ def _check_op_backend_keys(model: Model, forced: dict[str, str]) -> None:
                            f"{', '.join(sorted(types)) or 'none'})")
 
 
+def add_executor_options(p: argparse.ArgumentParser) -> None:
+    """--executor, --parallel-iterations, --inter-op-threads: the session's executor options
+    (docs/dataflow.md), for the verbs that run a model."""
+    p.add_argument("--executor", choices=EXECUTORS, default=None,
+                   help="how control flow runs: 'linear' (the default; ONERT_PY_EXECUTOR sets another) runs "
+                        "IF/WHILE ops whole, one op after another; 'dataflow' lowers them to "
+                        "Switch/Merge/Enter/Exit/NextIteration and runs every op once its inputs are ready, "
+                        "independent ops on a thread pool (docs/dataflow.md; `onert-py view --lowered` "
+                        "draws that graph). The outputs are the same")
+    p.add_argument("--parallel-iterations", type=int, default=None, metavar="N",
+                   help="with --executor dataflow: at most N iterations of one loop live at once (default "
+                        "10, TensorFlow's); 1 runs sequentially in the linear executor's order")
+    p.add_argument("--inter-op-threads", type=int, default=None, metavar="N",
+                   help="with --executor dataflow: ops run at once (default min(4, cores)); 1 runs "
+                        "sequentially in the calling thread")
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """The checked executor options: what a session is opened with, and what to report."""
+    executor: str                  # "linear" or "dataflow" (--executor, else ONERT_PY_EXECUTOR, else linear)
+    parallel_iterations: int
+    inter_op_threads: int
+
+    def session_options(self) -> dict[str, Any]:
+        return {"executor": self.executor, "parallel_iterations": self.parallel_iterations,
+                "inter_op_threads": self.inter_op_threads}
+
+    def describe(self) -> str:
+        """"executor: linear" / "executor: dataflow (parallel_iterations 10, inter_op_threads 2)"."""
+        if self.executor == "linear":
+            return "executor: linear"
+        return (f"executor: dataflow (parallel_iterations {self.parallel_iterations}, inter_op_threads "
+                f"{self.inter_op_threads})")
+
+
+def executor_choice(args: argparse.Namespace) -> ExecutorChoice:
+    """Check --executor, --parallel-iterations and --inter-op-threads (and ONERT_PY_EXECUTOR), each
+    mistake a one-line CliError naming the option; the dataflow-only options with the linear executor
+    are a mistake too (they would change nothing)."""
+    executor = getattr(args, "executor", None)
+    if executor is None:
+        executor = os.environ.get(EXECUTOR_ENV, "").strip() or "linear"
+        if executor not in EXECUTORS:
+            raise CliError(f"{EXECUTOR_ENV}={executor}: the executor must be one of {', '.join(EXECUTORS)}")
+    given = {"--parallel-iterations": getattr(args, "parallel_iterations", None),
+             "--inter-op-threads": getattr(args, "inter_op_threads", None)}
+    for option, value in given.items():
+        if value is not None and value < 1:
+            raise CliError(f"{option} must be >= 1, got {value}")
+    if executor == "linear":
+        extra = [option for option, value in given.items() if value is not None]
+        if extra:
+            verb = "applies" if len(extra) == 1 else "apply"
+            raise CliError(f"{' and '.join(extra)} only {verb} to the dataflow executor: add --executor dataflow")
+    choice = ExecutorChoice(executor, given["--parallel-iterations"] or 10,
+                            given["--inter-op-threads"] or default_inter_op_threads())
+    dataflow_options(choice.executor, choice.parallel_iterations, choice.inter_op_threads)  # the API's own check
+    return choice
+
+
 def add_input_options(p: argparse.ArgumentParser, save: bool = False) -> None:
     """How inputs are chosen; `run`, `compare` and `bench` pick them the same way."""
     p.add_argument("--input", action="append", default=[], metavar="NAME_OR_INDEX=FILE",
@@ -193,6 +256,8 @@ def open_session(args: argparse.Namespace, **session_options: Any) -> Any:
     """Load custom ops, the model and compile a session on the chosen backends and threads (plus
     `session_options` for infer.session), all failures as one-line errors."""
     check_session_args(args)
+    if hasattr(args, "executor"):   # the verb has the executor options
+        session_options = {**executor_choice(args).session_options(), **session_options}
     load_custom_ops(args.custom_ops)
     model = read_model(args.model)
     choice = backend_choice(args, model)

@@ -1,5 +1,5 @@
-"""`onert-py view`: the HTML page (drawn in headless Chromium), DOT, Model Explorer node data, overlays
-and bad input.
+"""`onert-py view`: the HTML page (drawn in headless Chromium), DOT, Model Explorer node data, overlays,
+the lowered graph (`--lowered`) and bad input.
 
 Expected node and edge counts are counted by hand (examples/while_if.tflite) or recomputed here from
 the loader's IR with a formula of this file's own (the mediapipe model), never read back from the
@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from onert_py.compiler.lowering import lower
+from onert_py.ir.lowered import PRIMITIVES
 from onert_py.loader import load_model
 from onert_py.schema.writer import ModelBuilder
 from onert_py.tools import cmd_view
@@ -441,3 +443,274 @@ def test_default_output_and_offline_page(tmp_path, capsys, monkeypatch):
     assert "default-src 'none'" in text
     assert "sourceMappingURL" not in text
     assert "var dagre=" in text  # dagre's bundle, inlined
+
+
+# ---- the lowered graph (`view --lowered`)
+#
+# What must be drawn is counted from the lowering itself (compiler/lowering.lower, which `inspect
+# --lowered` prints), never from the view's data: a node per lowered node plus one per model output; an
+# edge per input and control of each node plus one per output; one back-edge per NextIteration (it feeds
+# its loop's Merge). examples/while_if.tflite, counted by hand from `onert-py inspect --lowered`: 28
+# nodes (Switch 5, Merge 4, Enter 4, Exit 3, NextIteration 3: 19 primitives) + 2 outputs; 34 inputs,
+# 1 control (Source -> Const i0), 2 outputs: 37 edges; one frame, while_0_0.
+
+
+def _nested_loop_file(tmp_path: Path) -> Path:
+    """tests/dataflow's nested-loop model (a WHILE in a WHILE's body, an IF beside it) as a file."""
+    import importlib.util
+    source = Path(__file__).resolve().parents[1] / "dataflow" / "dataflow_models.py"
+    spec = importlib.util.spec_from_file_location("_view_dataflow_models", source)
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    path = tmp_path / "nested.tflite"
+    path.write_bytes(models.nested_loop_model().to_bytes("tflite"))
+    return path
+
+
+def _constant_heavy_loop_file(tmp_path: Path) -> Path:
+    """WHILE i < 3: i + 1, and x + c0 + ... + c5 with each ck = ADD(ak, bk) of two constants. An op on
+    constants only runs once per iteration through a control edge from the body's pivot: 6 of them, more
+    than cmd_view.STUB_FANOUT, so they are drawn as stubs."""
+    mb = ModelBuilder()
+    main, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
+    ins = [main.tensor("i", [1], np.int32), main.tensor("x", [2], np.float32)]
+    outs = [main.tensor("i_out", [1], np.int32), main.tensor("x_out", [2], np.float32)]
+    ci, cx = cond.tensor("i", [1], np.int32), cond.tensor("x", [2], np.float32)
+    go = cond.tensor("go", [1], np.bool_)
+    cond.op("LESS", [ci, cond.const("n", np.array([3], np.int32))], [go])
+    cond.inputs, cond.outputs = [ci, cx], [go]
+    bi, bx = body.tensor("i", [1], np.int32), body.tensor("x", [2], np.float32)
+    i1 = body.tensor("i1", [1], np.int32)
+    body.op("ADD", [bi, body.const("one", np.array([1], np.int32))], [i1], fused_activation_function=0)
+    acc = bx
+    for k in range(6):
+        c, nxt = body.tensor(f"c{k}", [2], np.float32), body.tensor(f"x{k}", [2], np.float32)
+        body.op("ADD", [body.const(f"a{k}", np.full(2, k, np.float32)), body.const(f"b{k}", np.ones(2, np.float32))],
+                [c], fused_activation_function=0)
+        body.op("ADD", [acc, c], [nxt], fused_activation_function=0)
+        acc = nxt
+    body.inputs, body.outputs = [bi, bx], [i1, acc]
+    main.op("WHILE", ins, outs, cond_subgraph_index=1, body_subgraph_index=2)
+    main.inputs, main.outputs = ins, outs
+    path = tmp_path / "constant_heavy.tflite"
+    path.write_bytes(mb.to_bytes("tflite"))
+    return path
+
+
+def _lowered_counts(path: Path) -> dict[str, int]:
+    g = lower(load_model(path))
+    return {"nodes": len(g.nodes) + len(g.outputs),
+            "edges": sum(len(n.inputs) + len(n.controls) for n in g.nodes) + len(g.outputs),
+            "frames": len(g.frames), "primitives": sum(n.kind in PRIMITIVES for n in g.nodes),
+            "back-edges": sum(n.kind == "NextIteration" for n in g.nodes),
+            "control-edges": sum(len(n.controls) + sum(p < 0 for _, p in n.inputs) for n in g.nodes)}
+
+
+def _expected_stubs(g) -> int:
+    """Control edges (controls, and completions used as inputs) out of nodes with more than
+    cmd_view.STUB_FANOUT of them."""
+    out: dict[int, int] = {}
+    for n in g.nodes:
+        for s, p in n.inputs:
+            if p < 0:
+                out[s] = out.get(s, 0) + 1
+        for s, _ in n.controls:
+            out[s] = out.get(s, 0) + 1
+    return sum(k for k in out.values() if k > cmd_view.STUB_FANOUT)
+
+
+def _drawn(status: dict[str, str]) -> dict[str, int]:
+    return {k: int(status[f"data-{k}"]) for k in ("nodes", "edges", "frames", "primitives", "back-edges",
+                                                   "control-edges")}
+
+
+def test_lowered_page_of_while_if(browser, tmp_path, capsys):
+    page = tmp_path / "lowered.html"
+    rc, out, _ = cli(capsys, "view", EXAMPLE, "--lowered", "-o", page)
+    assert rc == 0 and "lowered subgraph 0: 28 nodes, 1 frame(s)" in out
+    status, dom = render(browser, page, tmp_path)
+    assert_clean(status)
+    assert status["data-lowered"] == "1"
+    expected = {"nodes": 30, "edges": 37, "frames": 1, "primitives": 19, "back-edges": 3, "control-edges": 1}
+    assert _lowered_counts(EXAMPLE) == expected
+    assert _drawn(status) == expected
+    legend = status["data-legend"].split()
+    assert all(k in legend for k in PRIMITIVES) and "control" in legend and "back-edge" in legend
+    assert "while_0_0 (WHILE [0:0])" in dom
+    # both LESS ops (cond's and body's), found by type; an op by [subgraph:op]; a node by %id
+    status, dom = render(browser, page, tmp_path, "search=LESS")
+    assert (status["data-matches"], status["data-selected"]) == ("2", "n11")
+    assert "1: cond" in dom and "subgraph 0 operator 0 (WHILE)" in dom   # its panel: subgraph, where
+    status, _ = render(browser, page, tmp_path, "search=2:2")
+    assert (status["data-matches"], status["data-selected"]) == ("1", "n21")
+    status, dom = render(browser, page, tmp_path, "select=n8")
+    assert_clean(status)
+    assert "frame constant" in dom and "yes (every iteration)" in dom
+    screenshot(browser, page, tmp_path, tmp_path / "lowered.png")
+
+
+def test_lowered_page_of_a_nested_loop(browser, tmp_path, capsys):
+    model = _nested_loop_file(tmp_path)
+    page = tmp_path / "nested.html"
+    assert cli(capsys, "view", model, "--lowered", "-o", page)[0] == 0
+    expected = _lowered_counts(model)
+    assert expected["frames"] == 2 and expected["back-edges"] == 6   # 3 loop values + control per loop
+    status, dom = render(browser, page, tmp_path)
+    assert_clean(status)
+    assert _drawn(status) == expected
+    assert "while_0_0 (WHILE [0:0])" in dom and "while_0_0/while_2_0 (WHILE [2:0])" in dom
+    assert status["data-stubs"] == "0"
+
+
+def test_lowered_page_draws_a_wide_fanout_as_stubs(browser, tmp_path, capsys):
+    model = _constant_heavy_loop_file(tmp_path)
+    page = tmp_path / "heavy.html"
+    assert cli(capsys, "view", model, "--lowered", "-o", page)[0] == 0
+    g = lower(load_model(model))
+    assert _expected_stubs(g) >= 6
+    status, dom = render(browser, page, tmp_path)
+    assert_clean(status)
+    assert _drawn(status) == _lowered_counts(model)     # stubs are edges, their references no nodes
+    assert int(status["data-stubs"]) == _expected_stubs(g)
+    assert "^%" in dom and "Switch" in dom
+
+
+# DOT shapes the five primitives are drawn with (LOWERED_STYLES): each its own, none a box
+_PRIMITIVE_SHAPES = {"Switch": "diamond", "Merge": "invtrapezium", "Enter": "house", "Exit": "invhouse",
+                     "NextIteration": "octagon"}
+
+
+def _lowered_dot(text: str) -> tuple[dict[str, list[str]], dict[str, str], list[tuple[str, str, str]]]:
+    """Our lowered DOT: each node's chain of frame clusters (outermost first), each node's attributes,
+    and every edge (legend nodes left out). A stub's reference node p<k> ("^%id ...") stands for node
+    n<id> as an edge's source."""
+    stack: list[str] = []
+    where: dict[str, list[str]] = {}
+    attrs: dict[str, str] = {}
+    edges = []
+    for line in text.splitlines():
+        s = line.strip()
+        if m := re.match(r"^subgraph (cluster_\w+) \{$", s):
+            stack.append(m.group(1))
+        elif s == "}" and stack:
+            stack.pop()
+        elif m := re.match(r"^([nrp]\d+) -> ([nr]\d+)(?: \[(.*)\])?;$", s):
+            edges.append((m.group(1), m.group(2), m.group(3) or ""))
+        elif m := re.match(r"^([nrp]\d+) \[(.*)\];$", s):
+            where[m.group(1)] = list(stack)
+            attrs[m.group(1)] = m.group(2)
+    stub_source = {p: "n" + re.match(r'label="\^%(\d+):', attrs[p]).group(1) for p in attrs if p[0] == "p"}
+    edges = [(stub_source.get(a, a), b, at + (f", stub={a}" if a in stub_source else "")) for a, b, at in edges]
+    assert text.startswith("digraph lowered {") and text.rstrip().endswith("}") and not stack
+    return where, attrs, edges
+
+
+@pytest.mark.parametrize("which", ["while_if", "nested", "constant_heavy"])
+def test_lowered_dot_nests_frames_and_draws_the_primitives(tmp_path, capsys, which):
+    model = {"while_if": lambda _: EXAMPLE, "nested": _nested_loop_file,
+             "constant_heavy": _constant_heavy_loop_file}[which](tmp_path)
+    dot = tmp_path / "lowered.dot"
+    rc, _, _ = cli(capsys, "view", model, "--lowered", "--dot", dot)
+    assert rc == 0 and not list(tmp_path.glob("*.html"))
+    text = dot.read_text()
+    where, attrs, edges = _lowered_dot(text)
+    g = lower(load_model(model))
+    # one cluster per frame, nested as the frames are, every node inside its own frame's
+    cluster = {}
+    for m in re.finditer(r"subgraph (cluster_f\d+) \{\n\s*label=\"([^\"]*) \(WHILE", text):
+        cluster[m.group(2)] = m.group(1)
+    assert sorted(cluster) == sorted(g.frames)
+
+    def chain(frame: str) -> list[str]:
+        out = []
+        while frame:
+            out.insert(0, cluster[frame])
+            frame = g.frames[frame].parent or ""
+        return out
+    assert {k: v for k, v in where.items() if k[0] != "p"} == \
+        {**{f"n{n.id}": chain(n.frame) for n in g.nodes}, **{f"r{k}": [] for k in range(len(g.outputs))}}
+    for n in g.nodes:
+        if n.kind in PRIMITIVES:
+            assert f"shape={_PRIMITIVE_SHAPES[n.kind]}," in attrs[f"n{n.id}"]
+        elif n.kind == "Op":
+            assert f"[{n.sg}:{n.op}]" in attrs[f"n{n.id}"] and "shape=box" in attrs[f"n{n.id}"]
+    # control edges (a node's controls, and completions: port -1) dashed, NextIteration -> Merge back-edges
+    # out of the ranking, as the lowering has them
+    kinds = {f"n{n.id}": n.kind for n in g.nodes}
+    dashed = sorted((a, b) for a, b, at in edges if "style=dashed" in at)
+    assert dashed == sorted([(f"n{s}", f"n{n.id}") for n in g.nodes for s, _ in n.controls] +
+                            [(f"n{s}", f"n{n.id}") for n in g.nodes for s, p in n.inputs if p < 0])
+    assert dashed
+    back = [(a, b) for a, b, at in edges if "constraint=false" in at]
+    assert len(back) == sum(n.kind == "NextIteration" for n in g.nodes)
+    assert all(kinds[a] == "NextIteration" and kinds[b] == "Merge" for a, b in back)
+    assert len(edges) == sum(len(n.inputs) + len(n.controls) for n in g.nodes) + len(g.outputs)
+    # a node with many control edges out has them drawn from references next to their targets
+    stubs = [(a, b, at) for a, b, at in edges if "stub=" in at]
+    assert len(stubs) == _expected_stubs(g)
+    for a, b, at in stubs:
+        assert where[re.search(r"stub=(p\d+)", at).group(1)] == where[b]
+    assert (which == "constant_heavy") == bool(stubs)
+    # Graphviz reads it: a cluster per frame plus the legend, every node, the legend's primitives
+    proc = subprocess.run(["dot", "-Tsvg", str(dot)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    svg = proc.stdout
+    assert svg.count('class="cluster"') == len(g.frames) + 1
+    assert sorted(re.findall(r"<title>(cluster_f\d+)</title>", svg)) == sorted(cluster.values())
+    assert len(re.findall(r"<title>[nr]\d+</title>", svg)) == len(g.nodes) + len(g.outputs)
+    for k in PRIMITIVES:
+        assert f"<title>legend_{k}</title>" in svg
+
+
+def test_lowered_overlay_colours_op_nodes_by_subgraph_and_op(browser, tmp_path, capsys):
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"ops": [
+        {"subgraph": 0, "index": 0, "op": "WHILE", "avg_ms": 2.0},   # lowered away: no node to colour
+        {"subgraph": 2, "index": 2, "op": "ADD", "avg_ms": 0.5}]}))
+    page, dot = tmp_path / "p.html", tmp_path / "p.dot"
+    assert cli(capsys, "view", EXAMPLE, "--lowered", "-o", page, "--dot", dot, "--profile", report)[0] == 0
+    _, attrs, _ = _lowered_dot(dot.read_text())
+    fills = {n: re.search(r'fillcolor="(#[0-9a-f]{6})"', a).group(1) for n, a in attrs.items() if "tooltip" in a}
+    g = lower(load_model(EXAMPLE))
+    add = next(f"n{n.id}" for n in g.nodes if n.kind == "Op" and (n.sg, n.op) == (2, 2))
+    assert fills == {add: cmd_view.colour_at(0.25)}     # linear from 0 to the slowest row (WHILE's 2 ms)
+    status, dom = render(browser, page, tmp_path, f"select={add}")
+    assert_clean(status)
+    assert (status["data-overlay"], status["data-colored"]) == ("time", "1")
+    assert "0.5 ms" in dom
+
+
+def test_lowered_options_and_subgraph(browser, tmp_path, capsys):
+    line = one_line_error(capsys, "view", EXAMPLE, "--lowered", "--profile", tmp_path / "r.json",
+                          "--node-data", tmp_path / "nd.json")
+    assert "--node-data" in line and "--lowered" in line
+    line = one_line_error(capsys, "view", EXAMPLE, "--lowered", "--subgraph", "9", "-o", tmp_path / "x.html")
+    assert "--subgraph 9: the model has no subgraph 9 (it has 0..4)" in line
+    # a callee lowered on its own (body: LESS, IF -> MUL / ADD, ADD; no frame), as inspect --lowered does
+    dot = tmp_path / "body.dot"
+    rc, out, _ = cli(capsys, "view", EXAMPLE, "--lowered", "--subgraph", "2", "--dot", dot)
+    assert rc == 0 and "lowered subgraph 2:" in out and "0 frame(s)" in out
+    assert "cluster_f" not in dot.read_text()
+    # without --lowered, --subgraph is where the page opens
+    page = tmp_path / "open2.html"
+    assert cli(capsys, "view", EXAMPLE, "--subgraph", "2", "-o", page)[0] == 0
+    status, _ = render(browser, page, tmp_path)
+    assert_clean(status)
+    assert (status["data-subgraph"], status["data-nodes"], status["data-edges"]) == ("2", "9", "7")
+
+
+def test_lowered_mediapipe_pose_landmark(browser, tmp_path, capsys):
+    """No control flow, but 192 DEQUANTIZE of weights, each under a control edge from Source: drawn as
+    stubs, the page lays it out in well under a second and Graphviz in one (both took minutes with
+    the edges spanning the graph)."""
+    model = _mediapipe_model("pose_landmark_full")
+    page, dot = tmp_path / "pose_lowered.html", tmp_path / "pose_lowered.dot"
+    assert cli(capsys, "view", model, "--lowered", "-o", page, "--dot", dot)[0] == 0
+    g = lower(load_model(model))
+    assert _expected_stubs(g) >= 192
+    status, _ = render(browser, page, tmp_path)
+    assert_clean(status)
+    assert _drawn(status) == _lowered_counts(model) and int(status["data-stubs"]) == _expected_stubs(g)
+    proc = subprocess.run(["dot", "-Tsvg", str(dot)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(re.findall(r"<title>[nr]\d+</title>", proc.stdout)) == len(g.nodes) + len(g.outputs)

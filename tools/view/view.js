@@ -14,7 +14,8 @@
     sg: 0, consts: !!data.show_constants, overlay: data.overlays.length ? 0 : -1, selected: null,
     history: [], matches: [], matchPos: -1, view: { x: 0, y: 0, k: 1 }, nodeEls: {}, edgeEls: []
   };
-  var layouts = {};  // "subgraph:constants" -> {g, ms}
+  var layouts = {};  // "subgraph:constants" -> {g, ms}; "lowered" -> the lowered graph's
+  var LOW = !!data.lowered;  // `view --lowered`: one lowered graph (frames, primitives), not subgraphs
   var drawnLog = {};
 
   // ---- small helpers
@@ -95,6 +96,7 @@
   // ---- layout (dagre), cached per subgraph and constants setting
 
   function layoutFor(s, consts) {
+    if (LOW) { return lowLayout(); }
     var key = s + ":" + (consts ? 1 : 0);
     if (layouts[key]) { return layouts[key]; }
     var sg = data.subgraphs[s];
@@ -176,6 +178,7 @@
   }
 
   function draw() {
+    if (LOW) { drawLowered(); return; }
     var sg = data.subgraphs[state.sg];
     var L = layoutFor(state.sg, state.consts), g = L.g;
     while (viewport.firstChild) { viewport.removeChild(viewport.firstChild); }
@@ -241,7 +244,7 @@
     var k = Math.min(W / b.w, H / b.h, 1.5) * 0.96;
     if (k >= 0.5) { fit(); return; }
     k = Math.max(Math.min(1, (W / b.w) * 0.96), 0.8);
-    var g = layoutFor(state.sg, state.consts).g, first = g.node("i0");
+    var g = layoutFor(state.sg, state.consts).g, first = g.node(LOW ? "n0" : "i0");
     var x = b.w * k <= W ? (W - b.w * k) / 2 : (first ? W / 2 - first.x * k : 10);
     state.view = { k: k, x: x, y: 8 };
     applyView();
@@ -352,6 +355,7 @@
   }
 
   function showPanel() {
+    if (LOW) { lowPanel(); return; }
     var sg = data.subgraphs[state.sg];
     while (panel.firstChild) { panel.removeChild(panel.firstChild); }
     panel.hidden = false;
@@ -473,8 +477,8 @@
   }
 
   function goToNode(s, id) {
-    if (s !== state.sg) { goToSubgraph(s, true); }
-    if (!state.nodeEls[id] && !state.consts) {  // a folded constant-only op: draw constants to show it
+    if (!LOW && s !== state.sg) { goToSubgraph(s, true); }
+    if (!LOW && !state.nodeEls[id] && !state.consts) {  // a folded constant-only op: draw constants to show it
       state.consts = true;
       $("constants").checked = true;
       draw();
@@ -500,6 +504,7 @@
   function findMatches(q) {
     q = q.trim();
     if (!q) { return []; }
+    if (LOW) { return lowMatches(q); }
     var order = [state.sg].concat(data.subgraphs.map(function (sg) { return sg.index; })
       .filter(function (s) { return s !== state.sg; }));
     var out = [];
@@ -581,6 +586,7 @@
   function setupControls() {
     $("title").textContent = data.title;
     $("title").title = data.title + (data.description ? " \u2014 " + data.description : "");
+    if (LOW) { lowControls(); }
     var select_ = $("subgraph");
     data.subgraphs.forEach(function (sg) {
       select_.appendChild(el("option", { value: String(sg.index), text: sgLabel(sg.index) + " (" + sg.ops.length + " ops)" }));
@@ -611,6 +617,350 @@
     legend();
   }
 
+  // ---- `view --lowered`: the dataflow executor's lowered graph (one graph; WHILE frames as nested
+  // groups laid out by dagre's compound graphs; the five primitives in shapes of their own)
+
+  var lowIndex = {}, lowConsumers = {};
+  if (LOW) {
+    data.nodes.forEach(function (n) { lowIndex[n.id] = n; lowConsumers[n.id] = []; });
+    data.edges.forEach(function (e) { lowConsumers[e.from].push(e); });
+  }
+
+  function lowText(n) {
+    var sub = n.sub || "";
+    if (n.kind === "Op") {
+      var row = overlayRow(n.sg, n.op);
+      if (row) { sub += " \u00b7 " + row.text; }
+    }
+    return { main: clip(n.main, 34), sub: clip(sub, 48), tip: n.main + (n.sub ? " " + n.sub : "") };
+  }
+
+  function lowSize(n) {
+    var txt = lowText(n);
+    var w = Math.max(textWidth(txt.main, 12, n.kind === "Op" ? "600" : "normal"), textWidth(txt.sub, 10)) + 22;
+    var h = 38;
+    if (n.kind === "Switch") { w = w * 1.45 + 12; h = 46; }
+    else if (n.kind === "Merge") { w += 30; }
+    else if (n.kind === "Enter" || n.kind === "Exit") { w += 8; h = 44; }
+    else if (n.kind === "NextIteration") { w += 18; }
+    else if (n.kind !== "Op" && n.kind !== "Const") { w += 16; }
+    return { width: Math.ceil(Math.max(w, 60)), height: h };
+  }
+
+  // The outline of each kind in a w x h box: [element, attributes] (the legend draws them small)
+  function lowShape(kind, w, h) {
+    var c = Math.min(9, w / 4, h / 4);
+    switch (kind) {
+      case "Op": return ["rect", { width: w, height: h, rx: 6, ry: 6 }];
+      case "Switch": return ["path", { d: "M" + w / 2 + ",0 L" + w + "," + h / 2 + " L" + w / 2 + "," + h + " L0," + h / 2 + " Z" }];
+      case "Merge": return ["path", { d: "M0,0 H" + w + " L" + (w - 2 * c) + "," + h + " H" + 2 * c + " Z" }];
+      case "Enter": return ["path", { d: "M" + w / 2 + ",0 L" + w + "," + c + " V" + h + " H0 V" + c + " Z" }];
+      case "Exit": return ["path", { d: "M0,0 H" + w + " V" + (h - c) + " L" + w / 2 + "," + h + " L0," + (h - c) + " Z" }];
+      case "NextIteration": return ["path", { d: "M" + c + ",0 H" + (w - c) + " L" + w + "," + c + " V" + (h - c) + " L" +
+        (w - c) + "," + h + " H" + c + " L0," + (h - c) + " V" + c + " Z" }];
+      case "Const": return ["path", { d: "M0,0 H" + (w - c) + " L" + w + "," + c + " V" + h + " H0 Z" }];
+      default: return ["ellipse", { cx: w / 2, cy: h / 2, rx: w / 2, ry: h / 2 }];
+    }
+  }
+
+  function lowLayout() {
+    if (layouts.lowered) { return layouts.lowered; }
+    // compound (frames) only when there are frames: dagre lays out a flat graph ~10x faster
+    var g = new dagre.graphlib.Graph({ multigraph: true, compound: data.frames.length > 0 });
+    g.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 30, edgesep: 8, marginx: 24, marginy: 24 });
+    g.setDefaultEdgeLabel(function () { return {}; });
+    data.frames.forEach(function (f) { g.setNode("frame:" + f.name, { frame: f }); });
+    data.frames.forEach(function (f) { if (f.parent) { g.setParent("frame:" + f.name, "frame:" + f.parent); } });
+    data.nodes.forEach(function (n) {
+      var size = lowSize(n);
+      g.setNode(n.id, { width: size.width, height: size.height, node: n });
+      if (n.frame) { g.setParent(n.id, "frame:" + n.frame); }
+    });
+    data.edges.forEach(function (e, k) {
+      // A back-edge is laid out from its Merge to its NextIteration (and drawn the other way), as DOT's
+      // constraint=false: every cycle runs through one, so the loop body reads top to bottom.
+      var label = { width: e.label ? Math.ceil(textWidth(e.label, 10)) + 8 : 0, height: e.label ? 14 : 0,
+        labelpos: "c", edge: e };
+      if (e.stub) {  // one of many control edges from one node: from a reference next to its target
+        var ref = "p" + k;
+        g.setNode(ref, { width: Math.ceil(textWidth(e.stub, 9)) + 12, height: 16, stub: e });
+        if (lowIndex[e.to].frame) { g.setParent(ref, "frame:" + lowIndex[e.to].frame); }
+        g.setEdge(ref, e.to, label, "e" + k);
+      } else if (e.back) { g.setEdge(e.to, e.from, label, "e" + k); } else { g.setEdge(e.from, e.to, label, "e" + k); }
+    });
+    var t0 = performance.now();
+    dagre.layout(g);
+    layouts.lowered = { g: g, ms: Math.round(performance.now() - t0) };
+    return layouts.lowered;
+  }
+
+  function drawLowNode(id, box) {
+    var n = box.node, txt = lowText(n), w = box.width, h = box.height;
+    var g = sv("g", { "class": "node low " + n.kind + (n.primitive ? " prim" : "") + (n.stateful ? " stateful" : ""),
+      transform: "translate(" + (box.x - w / 2) + "," + (box.y - h / 2) + ")", "data-id": id, "data-kind": n.kind });
+    var spec = lowShape(n.kind, w, h), shape = sv(spec[0], spec[1]);
+    var fill = data.styles[n.kind].fill;
+    if (n.kind === "Op") {
+      var row = overlayRow(n.sg, n.op);
+      if (row) { fill = row.color || data.overlays[state.overlay].no_data; g.classList.add(row.color ? "colored" : "no-value"); }
+    }
+    shape.style.fill = fill;
+    var title = sv("title");
+    title.textContent = txt.tip;
+    g.appendChild(title);
+    g.appendChild(shape);
+    var dy = n.kind === "Enter" ? 3 : n.kind === "Exit" ? -3 : 0;
+    var main = sv("text", { x: w / 2, y: h / 2 - 3 + dy, "text-anchor": "middle" });
+    main.textContent = txt.main;
+    if (n.kind === "Op") { main.setAttribute("font-weight", "600"); }
+    var sub = sv("text", { x: w / 2, y: h / 2 + 11 + dy, "text-anchor": "middle", "class": "sub" });
+    sub.textContent = txt.sub;
+    if (darkColour(fill)) { main.style.fill = "#fff"; sub.style.fill = "#f3f4f6"; }
+    g.appendChild(main);
+    g.appendChild(sub);
+    g.addEventListener("click", function (ev) {
+      if (dragMoved) { return; }
+      ev.stopPropagation();
+      select(id);
+    });
+    return g;
+  }
+
+  function drawStub(box) {
+    // "^%0 Source": a control edge from a node with many, drawn from here; a click selects that node
+    var e = box.stub, w = box.width, h = box.height;
+    var g = sv("g", { "class": "stub", transform: "translate(" + (box.x - w / 2) + "," + (box.y - h / 2) + ")" });
+    var title = sv("title");
+    title.textContent = "control edge from " + lowRef(e.from, e.port);
+    g.appendChild(title);
+    g.appendChild(sv("rect", { width: w, height: h, rx: 8, ry: 8 }));
+    var text = sv("text", { x: w / 2, y: h / 2 + 3, "text-anchor": "middle" });
+    text.textContent = e.stub;
+    g.appendChild(text);
+    g.addEventListener("click", function (ev) {
+      if (dragMoved) { return; }
+      ev.stopPropagation();
+      goToNode(0, e.from);
+    });
+    return g;
+  }
+
+  function drawLowered() {
+    var L = lowLayout(), g = L.g;
+    while (viewport.firstChild) { viewport.removeChild(viewport.firstChild); }
+    var frameLayer = sv("g", { "class": "frames" }), edgeLayer = sv("g", { "class": "edges" }),
+      nodeLayer = sv("g", { "class": "nodes" });
+    state.nodeEls = {};
+    state.edgeEls = [];
+    var frames = 0;
+    data.frames.forEach(function (f) {  // parents come first in data.frames, so children are drawn on top
+      var box = g.node("frame:" + f.name);
+      if (!box || box.width == null) { return; }
+      frames++;
+      var gf = sv("g", { "class": "frame", "data-frame": f.name });
+      gf.appendChild(sv("rect", { x: box.x - box.width / 2, y: box.y - box.height / 2, width: box.width,
+        height: box.height, rx: 8, ry: 8 }));
+      var label = sv("text", { x: box.x - box.width / 2 + 8, y: box.y - box.height / 2 + 13 });
+      label.textContent = f.label;
+      gf.appendChild(label);
+      frameLayer.appendChild(gf);
+    });
+    var back = 0, control = 0, nodes = 0, prims = 0, colored = 0;
+    g.edges().forEach(function (ref) {
+      var e = g.edge(ref);
+      var cls = "edge" + (e.edge.control ? " control" : "") + (e.edge.back ? " back" : "");
+      var ge = sv("g", { "class": cls });
+      var points = e.edge.back ? e.points.slice().reverse() : e.points;
+      var path = sv("path", { d: edgePath(points), "marker-end": e.edge.back ? "url(#arrow-back)" : "url(#arrow)" });
+      if (e.edge.back) { path.style.stroke = data.colours.back; back++; }
+      if (e.edge.control) { path.style.stroke = data.colours.control; control++; }
+      ge.appendChild(path);
+      if (e.edge.label) {
+        var label = sv("text", { x: e.x, y: e.y + 3, "text-anchor": "middle" });
+        label.textContent = e.edge.label;
+        ge.appendChild(label);
+      }
+      edgeLayer.appendChild(ge);
+      state.edgeEls.push({ from: e.edge.from, to: e.edge.to, el: ge });
+    });
+    var stubs = 0;
+    g.nodes().forEach(function (id) {
+      var box = g.node(id);
+      if (box.stub) { stubs++; nodeLayer.appendChild(drawStub(box)); return; }
+      if (!box.node) { return; }  // a frame
+      var node = drawLowNode(id, box);
+      nodes++;
+      if (box.node.primitive) { prims++; }
+      if (node.classList.contains("colored")) { colored++; }
+      state.nodeEls[id] = node;
+      nodeLayer.appendChild(node);
+    });
+    viewport.appendChild(frameLayer);
+    viewport.appendChild(edgeLayer);
+    viewport.appendChild(nodeLayer);
+    var edges = g.edgeCount();
+    drawnLog.lowered = nodes + ":" + edges;
+    status.dataset.lowered = "1";
+    status.dataset.subgraph = data.subgraph;
+    status.dataset.nodes = nodes;
+    status.dataset.edges = edges;
+    status.dataset.frames = frames;
+    status.dataset.primitives = prims;
+    status.dataset.backEdges = back;
+    status.dataset.controlEdges = control;
+    status.dataset.stubs = stubs;
+    status.dataset.colored = colored;
+    status.dataset.layoutMs = L.ms;
+    status.dataset.drawn = Object.keys(drawnLog).map(function (k) { return k + "=" + drawnLog[k]; }).join(" ");
+    $("message").textContent = nodes + " nodes, " + edges + " edges, " + frames + " frame(s) \u00b7 layout " + L.ms +
+      " ms \u00b7 wheel: zoom, drag: pan, click: details";
+    highlightMatches();
+    if (state.selected && state.nodeEls[state.selected]) { markSelected(state.selected); } else { state.selected = null; }
+  }
+
+  function lowLink(id, text) {
+    return el("button", { "class": "link", text: text, onclick: function () { goToNode(0, id); } });
+  }
+
+  function lowName(id) {
+    var n = lowIndex[id];
+    if (n.kind === "Op") { return n.main + " " + n.sub; }
+    if (n.kind === "Output") { return "output " + n.index + " " + n.main; }
+    return n.main + (n.kind !== "Source" && n.label && n.main !== n.label ? " '" + n.label + "'" : "");
+  }
+
+  function lowRef(id, port) {  // a value as inspect --lowered prints it: %node:port (ctl: its completion)
+    return "%" + id.slice(1) + ":" + (port < 0 ? "ctl" : port) + " " + lowName(id);
+  }
+
+  function lowTensor(t) {
+    if (!t) { return el("div", { "class": "note", text: "(optional input omitted)" }); }
+    return el("div", { "class": "tensor" }, el("div", { "class": "name", text: (t.name || "(unnamed)") + "  #" + t.index }),
+      el("div", { "class": "meta", text: t.text }));
+  }
+
+  function lowPanel() {
+    while (panel.firstChild) { panel.removeChild(panel.firstChild); }
+    panel.hidden = false;
+    var n = state.selected ? lowIndex[state.selected] : null;
+    if (!n) { lowSummary(); return; }
+    panel.appendChild(el("button", { "class": "close", title: "close", text: "\u00d7", onclick: function () { select(null); } }));
+    panel.appendChild(el("h2", { text: n.kind === "Op" ? n.main + "  [" + n.sg + ":" + n.op + "]" : n.kind +
+      (n.kind !== n.main ? " " + n.main : n.label ? " '" + n.label + "'" : "") }));
+    panel.appendChild(el("div", { "class": "note", text: data.styles[n.kind].what }));
+    var info = [["node", n.kind === "Output" ? "output " + n.index : "%" + n.node], ["frame", n.frame || "root"]];
+    if (n.kind === "Op") {
+      info.push(["subgraph", n.sg + (n.subgraph_name ? ": " + n.subgraph_name : "")], ["op index", n.op],
+        ["version", n.version], ["backend", n.backend || "no kernel"], ["stateful", n.stateful ? "yes (chained)" : "no"]);
+      if (n.where) { info.push(["inside", n.where.replace(/ -> $/, "")]); }
+    } else if (n.kind === "Enter") {
+      info.push(["into frame", n.frame_name], ["frame constant", n.is_constant ? "yes (every iteration)" : "no"]);
+    } else if (n.kind === "Merge") {
+      info.push(["loop merge", n.loop_merge ? "yes (Enter, NextIteration)" : "no"]);
+    } else if (n.kind === "Switch" || n.kind === "Exit") {
+      info.push(["loop control", n.loop_control ? "yes" : "no"]);
+      if (n.kind === "Switch") { info.push(["predicate", n.strict ? "must have one element" : "element 0"]); }
+    } else if (n.kind === "Const") {
+      info.push(["slot", "subgraph " + n.sg + " tensor " + n.tensor.index + (n.variable ? " (variable)" : "")]);
+    }
+    panel.appendChild(rows(info));
+    if (n.tensor) { panel.appendChild(el("h3", { text: "tensor" })); panel.appendChild(lowTensor(n.tensor)); }
+    if (n.kind === "Op") {
+      data.overlays.forEach(function (ov) {
+        var r = ov.ops[n.sg + ":" + n.op];
+        if (!r) { return; }
+        panel.appendChild(el("h3", { text: ov.title }));
+        var pairs = [["value", r.text]];
+        Object.keys(r.details).forEach(function (k) { pairs.push([k, r.details[k] === null ? "-" : r.details[k]]); });
+        panel.appendChild(rows(pairs));
+      });
+      var opts = Object.keys(n.options);
+      panel.appendChild(el("h3", { text: "options" }));
+      panel.appendChild(opts.length ? rows(opts.map(function (k) { return [k, n.options[k]]; }))
+        : el("div", { "class": "note", text: "none" }));
+      panel.appendChild(el("h3", { text: "op tensors in / out" }));
+      n.input_tensors.forEach(function (t) { panel.appendChild(lowTensor(t)); });
+      panel.appendChild(el("div", { "class": "note", text: "\u2193" }));
+      n.output_tensors.forEach(function (t) { if (t) { panel.appendChild(lowTensor(t)); } });
+    }
+    [["inputs", n.inputs], ["controls (completions)", n.controls]].forEach(function (part) {
+      if (!part[1].length) { return; }
+      panel.appendChild(el("h3", { text: part[0] }));
+      part[1].forEach(function (e, k) {
+        panel.appendChild(el("div", {}, k + ": ", lowLink("n" + e[0], lowRef("n" + e[0], e[1]))));
+      });
+    });
+    var out = lowConsumers[n.id] || [];
+    panel.appendChild(el("h3", { text: "consumers" }));
+    if (!out.length) { panel.appendChild(el("div", { "class": "note", text: "none" })); }
+    out.forEach(function (e) {
+      var port = e.port < 0 ? "completion" : (e.label && lowIndex[e.from].kind === "Switch" ? e.label : "port " + e.port);
+      panel.appendChild(el("div", {}, port + " \u2192 ", lowLink(e.to, (e.to.charAt(0) === "n" ? "%" + e.to.slice(1) + " " : "") + lowName(e.to))));
+    });
+  }
+
+  function lowSummary() {
+    panel.appendChild(el("h2", { text: "lowered subgraph " + data.subgraph + (data.subgraph_name ? ": " + data.subgraph_name : "") }));
+    var total = Object.keys(data.counts).reduce(function (a, k) { return a + data.counts[k]; }, 0);
+    panel.appendChild(rows([["model", data.title + " (" + data.format + ")"], ["nodes", total],
+      ["frames", data.frames.length], ["outputs", data.nodes.filter(function (n) { return n.kind === "Output"; }).length]]));
+    panel.appendChild(el("div", { "class": "note", text: "control flow inlined as TensorFlow's Switch / Merge / Enter / " +
+      "Exit / NextIteration (docs/dataflow.md); dashed edges are control edges (they carry deadness, not a " +
+      "value; \u201c^%id\u201d boxes stand for many from one node), red ones go back into a loop's next iteration" }));
+    panel.appendChild(el("h3", { text: "node kinds" }));
+    panel.appendChild(rows(Object.keys(data.counts).sort().map(function (k) { return [k, data.counts[k]]; })));
+    if (data.frames.length) {
+      panel.appendChild(el("h3", { text: "frames" }));
+      data.frames.forEach(function (f) {
+        panel.appendChild(el("div", { text: f.label + " in " + (f.parent || "root") }));
+      });
+    }
+    panel.appendChild(el("h3", { text: "outputs" }));
+    data.nodes.forEach(function (n) { if (n.kind === "Output") { panel.appendChild(el("div", {}, lowLink(n.id, n.main + " \u00b7 " + n.sub))); } });
+  }
+
+  function lowMatches(q) {
+    var m = /^%?(\d+)$/.exec(q), out = [];
+    if (m) { return lowIndex["n" + m[1]] ? [{ sg: 0, id: "n" + m[1] }] : []; }
+    m = /^(\d+):(\d+)$/.exec(q);
+    data.nodes.forEach(function (n) {
+      var hit = m ? n.kind === "Op" && n.sg === +m[1] && n.op === +m[2] :
+        [n.main, n.sub, n.kind, n.label || "", n.frame].some(function (s) { return s.toLowerCase().indexOf(q.toLowerCase()) >= 0; });
+      if (hit) { out.push({ sg: 0, id: n.id }); }
+    });
+    return out;
+  }
+
+  function lowControls() {
+    $("subgraph").parentNode.hidden = true;
+    $("constants").parentNode.hidden = true;
+    $("search").placeholder = "search: op type, label, %node, sg:op";
+    $("fit").title = "fit the whole graph on screen";
+    var box = $("kinds"), shown = [];
+    box.hidden = false;
+    Object.keys(data.styles).forEach(function (kind) {
+      if (!data.nodes.some(function (n) { return n.kind === kind; })) { return; }
+      var icon = sv("svg", { width: 30, height: 16, viewBox: "-1 -1 32 18" });
+      var spec = lowShape(kind, 30, 16), shape = sv(spec[0], spec[1]);
+      shape.style.fill = data.styles[kind].fill;
+      shape.setAttribute("stroke", "#6b7280");
+      icon.appendChild(shape);
+      box.appendChild(el("span", { "class": "kind", title: data.styles[kind].what }, icon, kind));
+      shown.push(kind);
+    });
+    [["control", data.colours.control, "4 3"], ["back-edge", data.colours.back, ""]].forEach(function (k) {
+      if (!data.edges.some(function (e) { return k[0] === "control" ? e.control : e.back; })) { return; }
+      var icon = sv("svg", { width: 24, height: 10 });
+      var line = sv("line", { x1: 1, y1: 5, x2: 23, y2: 5, stroke: k[1], "stroke-width": 1.6 });
+      if (k[2]) { line.setAttribute("stroke-dasharray", k[2]); }
+      icon.appendChild(line);
+      box.appendChild(el("span", { "class": "kind" }, icon, k[0]));
+      shown.push(k[0]);
+    });
+    status.dataset.legend = shown.join(" ");
+    document.title = data.title + " (lowered) - onert-py view";
+  }
+
   // ---- start: URL hash options (#sg=2&consts=1&search=ADD&select=o3&overlay=error&all=1)
 
   function hashOptions() {
@@ -633,7 +983,7 @@
     if (opt.all === "1") {  // lay out and draw every subgraph once (tests use it)
       data.subgraphs.forEach(function (sg) { state.sg = sg.index; draw(); });
     }
-    var s = opt.sg != null ? +opt.sg : 0;
+    var s = opt.sg != null ? +opt.sg : (data.start_subgraph || 0);
     state.sg = s >= 0 && s < data.subgraphs.length ? s : 0;
     $("subgraph").value = String(state.sg);
     draw();
