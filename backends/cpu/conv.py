@@ -10,7 +10,7 @@ matmul plus a scatter-add per tap.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -25,6 +25,7 @@ from onert_py.backends import gradients as gr
 from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, shape_rule
 from onert_py.backends.shape_rules import Node, need_rank
 from onert_py.errors import article
+from onert_py.exec.budget import check_alloc
 
 _F32 = np.dtype(np.float32)
 SAME, VALID = 0, 1
@@ -863,12 +864,15 @@ def _constant_output_shape(ctx: KernelContext, get_plan: Callable) -> tuple[int,
     return out_key
 
 
-def _transpose_conv_plan(w_shape, sh: int, sw: int, padding: int, check_input: bool = False) -> Callable:
+def _transpose_conv_plan(ctx: KernelContext, w_shape, sh: int, sw: int, padding: int, check_input: bool = False,
+                         acc_dtype: Any = np.float32) -> Callable:
     """TRANSPOSE_CONV's geometry: plan((input shape, output shape)) -> (the uncropped accumulator's shape,
     per filter tap (i, j, the accumulator slice its input-pixel contributions land on), the crop to the
     output). check_input: the input's spatial size must be the one a convolution of the output gives
-    (LiteRT's check)."""
+    (LiteRT's check). The accumulator (of acc_dtype) grows with the strides, whatever the output's size:
+    it is checked against the session's memory budget before a run allocates it."""
     cout, kh, kw, cin = w_shape
+    limit = ctx.runtime.options.max_memory
 
     def plan(key):
         x_shape, out_shape = key
@@ -886,6 +890,7 @@ def _transpose_conv_plan(w_shape, sh: int, sw: int, padding: int, check_input: b
         pl, _ = conv_padding(ow, kw, sw, 1, padding, iw_)
         full_h = max((h - 1) * sh + kh, pt + oh)
         full_w = max((wd - 1) * sw + kw, pl + ow)
+        check_alloc((n, full_h, full_w, cout), acc_dtype, f"{ctx.where}: the accumulator", limit)
         taps = [(i, j, (slice(None), slice(i, i + (h - 1) * sh + 1, sh), slice(j, j + (wd - 1) * sw + 1, sw)))
                 for i in range(kh) for j in range(kw)]
         return (n, full_h, full_w, cout), taps, (slice(None), slice(pt, pt + oh), slice(pl, pl + ow))
@@ -933,7 +938,7 @@ def transpose_conv(ctx: KernelContext) -> Run:
         if int(os_const.reshape(-1)[3]) != cout:
             raise ctx.fail(f"output_shape {os_const.tolist()} disagrees with the filter's {cout} channels")
 
-    get_plan = _cached(_transpose_conv_plan(w.shape, sh, sw, padding))
+    get_plan = _cached(_transpose_conv_plan(ctx, w.shape, sh, sw, padding))
     s_i, x_i = ctx.inputs[0], ctx.inputs[2]
     (o_i,) = ctx.outputs
     v = ctx.values
@@ -990,7 +995,7 @@ def _transpose_conv_hybrid(ctx: KernelContext) -> Run:
     # per tap, [C, O] in LiteRT's order: taps from the last to the first
     taps_w = [(i, j, np.ascontiguousarray(w[:, i, j, :].T, dtype=np.float32))
               for i in reversed(range(kh)) for j in reversed(range(kw))]
-    get_plan = _cached(_transpose_conv_plan(w.shape, sh, sw, padding, check_input=True))
+    get_plan = _cached(_transpose_conv_plan(ctx, w.shape, sh, sw, padding, check_input=True))
     out_key = _constant_output_shape(ctx, get_plan)
     s_i, x_i = ctx.inputs[0], ctx.inputs[2]
     (o_i,) = ctx.outputs
@@ -1044,7 +1049,8 @@ def transpose_conv_quantized(ctx: KernelContext) -> Run:
     if not q.wide:
         q.half_up = cout // 8 * 8
     w_mat = np.ascontiguousarray(q.w.transpose(3, 1, 2, 0).reshape(cin, kh * kw * cout), dtype=q.float)
-    get_plan = _cached(_transpose_conv_plan(w.shape, sh, sw, padding, check_input=True))
+    get_plan = _cached(_transpose_conv_plan(ctx, w.shape, sh, sw, padding, check_input=True,
+                                                acc_dtype=q.float))
     out_key = _constant_output_shape(ctx, get_plan)
     s_i, x_i = ctx.inputs[0], ctx.inputs[2]
     (o_i,) = ctx.outputs

@@ -171,7 +171,14 @@ def _hard_swish(op, sg) -> Expr | None:
 def _per_op_accepts(op, sg) -> bool:
     """Static float32 elementwise ops of PER_OP_MIN_SIZE elements or more, whose expression is covered."""
     out = sg.tensors[op.outputs[0]] if op.outputs else None
-    if out is None or out.dtype != _F32 or not out.shape or expression_of(op, sg) is None:
+    expr = expression_of(op, sg) if out is not None else None
+    if expr is None or out.dtype != _F32 or not out.shape:
+        return False
+    try:   # the kernel writes the declared output: it must be what the inputs broadcast to
+        ins = [tuple(sg.tensors[op.inputs[i]].shape) for i in expr.inputs]
+        if np.broadcast_shapes(*ins) != tuple(out.shape):
+            return False
+    except (ValueError, IndexError):
         return False
     return int(np.prod(out.shape, dtype=np.int64)) >= PER_OP_MIN_SIZE
 

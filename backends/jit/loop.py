@@ -47,6 +47,8 @@ class _Namer:
         value = self.ex.values[t]
         if value is None:
             return None   # read before any op writes it: not a constant (a variable, a state)
+        if np.size(value) != _size(self.sg.tensors[t]):
+            return None   # a folded value of another size than declared: the loop would read past its end
         name = self.code.arg(f"{self.prefix}k{t}", np.ascontiguousarray(value, self.sg.tensors[t].dtype).reshape(-1))
         self.names[t] = name
         return name
@@ -78,10 +80,24 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
                 return None
             inputs.append((name, tuple(sg.tensors[t].shape)))
         out_t = op.outputs[0]
+        out_shape = tuple(sg.tensors[out_t].shape)
+        if not _reaches(expr, [s for _, s in inputs], out_shape):
+            return None
         out = namer.output(out_t)
-        code.element_loop(indent, out, expr, inputs, tuple(sg.tensors[out_t].shape),
-                          lambda j, o=out_t: f"{namer.prefix}i{o}_{j}")
+        code.element_loop(indent, out, expr, inputs, out_shape, lambda j, o=out_t: f"{namer.prefix}i{o}_{j}")
     return code.lines[before:]
+
+
+def _reaches(expr, shapes: list[tuple], out_shape: tuple) -> bool:
+    """The declared input shapes give the declared output's (a file can declare them apart): as many
+    elements for a flat copy, else a broadcast to exactly the output's shape. Otherwise the generated
+    loop, which indexes without bounds checks, is not built (the per-op kernels run the loop)."""
+    if expr.flat:
+        return all(int(np.prod(s, dtype=np.int64)) == int(np.prod(out_shape, dtype=np.int64)) for s in shapes)
+    try:
+        return np.broadcast_shapes(*shapes) == out_shape
+    except ValueError:
+        return False
 
 
 def compile_while(cond, body, op_backend: dict) -> Callable | None:

@@ -111,7 +111,7 @@ def _accepts(op, sg) -> bool:
         qb = qparams(b_t)
         sb = float(qb.scale[0]) if qb is not None else 0.0
         sx, sw, so = float(qx.scale[0]), float(qw.scale[0]), float(qy.scale[0])
-        if abs(sx * sw - sb) / so > 0.02:
+        if not so > 0 or abs(sx * sw - sb) / so > 0.02:   # a zero or NaN output scale: cpu refuses it
             return False
     size = int(np.prod(x_t.shape, dtype=np.int64))
     keep = bool(o.get("keep_num_dims", False))

@@ -1,8 +1,9 @@
 """Compile an ir.Model into an ExecutorMap: order ops, pick a backend per op, prepare kernels."""
 from __future__ import annotations
 
+import math
 import os
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -202,7 +203,15 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
         listed = "; ".join(f"{name} (subgraph {s} operator {i})" for s, i, name in missing[:20])
         more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
         raise UnsupportedOpError(f"no kernel for {len(missing)} operator(s): {listed}{more}")
-    check_declared(model, runtime.options.max_memory)   # before any executor allocates a tensor
+    limit = runtime.options.max_memory
+    check_declared(model, limit)   # before any executor allocates a tensor
+    # Every shape inference derives (broadcasts, gathers, tiles, folded constants) within the budget
+    # before any kernel is prepared or folded; ops whose output shapes stay unknown until they run get
+    # the same check on their actual inputs right before each run (_budget_checked).
+    static = None
+    if limit != math.inf:
+        from onert_py.compiler.shape_inference import check_derived_shapes, output_budget_check
+        static = check_derived_shapes(model, limit)
     executors = ExecutorMap([Executor(sg, runtime) for sg in model.subgraphs])
     backend_of, attrs, quantized = {}, {}, set()
     for sg in model.subgraphs:
@@ -235,6 +244,12 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
                 raise PrepareError(f"{ctx.where}: {type(e).__name__}: {e}") from e
             except MemoryError as e:   # over the budget (ResourceError) or numpy out of memory
                 raise wrapped_error(ctx.where, e) from e
+            if static is not None and not attrs[id(op)].calls_subgraphs:   # callees check their own ops
+                known = static.get(sg.index, {})
+                if any(o >= 0 and o not in known for o in op.outputs):
+                    check = output_budget_check(op, sg, model, limit)
+                    if check is not None:
+                        run = _budget_checked(run, check, ex.values)
             if attrs[id(op)].foldable and _foldable(op, sg, folded):
                 folded.update(_evaluate(ctx, run, folded))
                 continue
@@ -250,12 +265,24 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             ex.backend_names.append(backend.name)
         ex.reset_variables()
         ex.finalize(folded, may_keep)
+    # the arenas of all subgraphs and the constants held, together within the budget (each arena was
+    # checked alone when planned; none has been written yet)
+    executors.check_total(model)
     for ex in executors:   # kernels finishing what needs every subgraph prepared (registry: after_compile)
         for run in ex.runs:
             after = getattr(run, "after_compile", None)
             if after is not None:
                 after()
     return executors
+
+
+def _budget_checked(run: Callable[[], None], check: Callable[[list], None], values: list) -> Callable[[], None]:
+    """`run` preceded by the budget check of the shapes it is about to allocate (from its inputs now)."""
+    def checked_run() -> None:
+        check(values)
+        run()
+    checked_run.__dict__.update(getattr(run, "__dict__", {}))   # attributes such as after_compile
+    return checked_run
 
 
 def _warm_up(ctx: KernelContext, run) -> None:

@@ -30,23 +30,33 @@ Two policies:
 Contradictions that no input data could resolve (a RESHAPE to a different element count, shapes
 that do not broadcast, CONCATENATION dims that differ, ...) raise ShapeInferenceError (a
 PrepareError, so a ValueError) naming the subgraph, op and input shapes.
+
+The memory budget (exec/budget.py): given `max_memory`, every output shape the engine derives is
+checked against it (its bytes with the tensor's dtype) as soon as it is derived, and one over it is a
+ResourceError naming the op, the tensor and the size. The compiler runs this over the whole model
+before any kernel is prepared or folded (`check_derived_shapes`), and wraps each op whose output shapes
+stay unknown until run time in a check made from its actual inputs just before it runs
+(`output_budget_check`): broadcasting, GATHER, TILE and friends are refused before they allocate.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import math
+
 import numpy as np
 
 from onert_py.backends.registry import SHAPE_RULES, VALUE_RULES, load_builtin_kernels, register_shape_function
 from onert_py.backends.shape_rules import Node, Shape, is_static, numel
 from onert_py.compiler.compile import execution_order
-from onert_py.errors import ShapeInferenceError
+from onert_py.errors import PrepareError, ShapeInferenceError
+from onert_py.exec.budget import itemsize, over_budget
 from onert_py.ir import Model, Operation, Subgraph
 
 __all__ = ["Shape", "ShapePolicy", "FULL", "LITERT", "LITERT_VALUE_OPS", "ShapeInferenceError",
            "SubgraphShapes", "ShapeResult", "ShapeCache", "infer_shapes", "is_static",
-           "register_shape_function", "iter_dynamic"]
+           "register_shape_function", "iter_dynamic", "check_derived_shapes", "output_budget_check"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +69,15 @@ class ShapePolicy:
     use_known: bool = True                     # take the caller's known (folded) values
     litert_quirks: bool = False                # LiteRT 2.3's own rules for FC, SLICE, UNSORTED_SEGMENT_*, WHILE
     max_value_elements: int = 1 << 16          # larger results are not evaluated (shape params are small)
+    lenient: bool = False                      # a rule that fails gives unknown outputs instead of raising
 
 
 FULL = ShapePolicy("full")
 LITERT = ShapePolicy("litert", litert_values=True, stop_at_dynamic=True, dynamic_subgraph_taints=True,
                      skip_unused_inputs=True, use_known=False, litert_quirks=True)
+# The compiler's budget check before preparing: FULL, but a contradiction is left to the kernels that
+# meet it (they name it at prepare), and inference goes on past it.
+BUDGET = ShapePolicy("budget", lenient=True)
 
 
 def __getattr__(name: str) -> Any:
@@ -116,10 +130,12 @@ class ShapeResult:
 
 class _Engine:
     """Infers one model's subgraphs for one policy; rules call back `subgraph` for control flow."""
-    def __init__(self, model: Model, policy: ShapePolicy, known: Mapping[int, Mapping[int, Any]] | None):
+    def __init__(self, model: Model, policy: ShapePolicy, known: Mapping[int, Mapping[int, Any]] | None,
+                 max_memory: int | float = math.inf):
         load_builtin_kernels()   # the rules are registered by the family modules
         self.model = model
         self.policy = policy
+        self.max_memory = max_memory
         self.known = known if (known is not None and policy.use_known) else {}
         self.memo: dict[tuple, SubgraphShapes] = {}
         self.visited: dict[int, SubgraphShapes] = {}
@@ -190,6 +206,7 @@ class _Engine:
                 if is_static(s):
                     if o not in skip:
                         resolved[o] = s
+                    self._check_budget(sg, op, o, s)
                 else:
                     dynamic = True
             rule = VALUE_RULES.get(op.kernel_name)
@@ -201,7 +218,25 @@ class _Engine:
                     break
         return result
 
+    def _check_budget(self, sg: Subgraph, op: Operation, o: int, shape: Shape) -> None:
+        """A derived static shape over the memory budget is a ResourceError naming the op and tensor."""
+        if self.max_memory == math.inf:
+            return
+        t = sg.tensors[o]
+        n = math.prod(shape) * itemsize(t.dtype)
+        if n > self.max_memory:
+            raise over_budget(f"subgraph {sg.index} operator {op.index} ({op.kernel_name}): output {t.name!r}", n,
+                              self.max_memory, shape, t.dtype)
+
     def _op_shapes(self, node: Node) -> list:
+        try:
+            return self._rule_shapes(node)
+        except ShapeInferenceError:
+            if self.policy.lenient:
+                return [None] * len(node.op.outputs)
+            raise
+
+    def _rule_shapes(self, node: Node) -> list:
         op = node.op
         fn = SHAPE_RULES.get(op.kernel_name)
         if fn is None:
@@ -265,12 +300,14 @@ def _check_inputs(model: Model, k: int, input_shapes: Sequence[Sequence[int] | N
 
 def infer_shapes(model: Model, subgraph_index: int = 0,
                  input_shapes: Sequence[Sequence[int] | None] | None = None, *,
-                 policy: ShapePolicy = FULL, known: Mapping[int, Mapping[int, Any]] | None = None) -> ShapeResult:
+                 policy: ShapePolicy = FULL, known: Mapping[int, Mapping[int, Any]] | None = None,
+                 max_memory: int | float = math.inf) -> ShapeResult:
     """Shapes of every tensor of `subgraph_index` (and of the subgraphs it calls) for these input
     shapes (default: the declared ones; -1 dims are allowed and propagate). `known` maps subgraph
-    -> tensor -> value for values computed elsewhere (the compiler's folded constants)."""
+    -> tensor -> value for values computed elsewhere (the compiler's folded constants). A derived
+    shape over `max_memory` bytes is a ResourceError naming its op."""
     shapes = _check_inputs(model, subgraph_index, input_shapes)
-    engine = _Engine(model, policy, known)
+    engine = _Engine(model, policy, known, max_memory)
     engine.subgraph(subgraph_index, shapes)
     return ShapeResult(subgraph_index, shapes, dict(engine.visited))
 
@@ -281,9 +318,10 @@ class ShapeCache:
 
     def __init__(self, model: Model, policy: ShapePolicy = FULL,
                  known: Mapping[int, Mapping[int, Any]] | Callable[[], Mapping] | None = None,
-                 max_entries: int = 64):
+                 max_entries: int = 64, max_memory: int | float = math.inf):
         self.model = model
         self.policy = policy
+        self.max_memory = max_memory
         self._known = known
         self.max_entries = max_entries
         self._results: dict[tuple, ShapeResult] = {}
@@ -299,7 +337,8 @@ class ShapeCache:
             return result
         self.misses += 1
         known = self._known() if callable(self._known) else self._known
-        result = infer_shapes(self.model, subgraph_index, shapes, policy=self.policy, known=known)
+        result = infer_shapes(self.model, subgraph_index, shapes, policy=self.policy, known=known,
+                              max_memory=self.max_memory)
         if len(self._results) >= self.max_entries:
             self._results.pop(next(iter(self._results)))
         self._results[key] = result
@@ -315,3 +354,96 @@ def iter_dynamic(result: ShapeResult) -> Iterable[tuple[int, int]]:
         for i, s in enumerate(r.shapes):
             if not is_static(s):
                 yield k, i
+
+
+# ----------------------------------------------------------------------------------- the memory budget
+
+def check_derived_shapes(model: Model, max_memory: int | float) -> dict[int, dict[int, Shape]]:
+    """Infer every subgraph from its inputs' shape signatures (-1 where any size may come) and the
+    subgraphs they call from their callers' shapes, checking each derived shape against `max_memory`:
+    a ResourceError names the first op whose output would be over it, before anything is prepared,
+    folded or run. A contradiction is not an error here (the kernel meeting it names it).
+
+    Returns, per subgraph, the tensors whose shape is the same static shape in every inference: an op
+    writing only those needs no check at run time."""
+    engine = _Engine(model, BUDGET, None, max_memory)
+    for sg in model.subgraphs:
+        if sg.index in engine.visited:
+            continue   # inferred already, with its caller's shapes
+        shapes = [tuple(t.shape_signature if t.shape_signature is not None else t.shape) if t.has_rank else None
+                  for t in (sg.tensors[i] for i in sg.inputs)]
+        try:
+            engine.subgraph(sg.index, shapes)
+        except PrepareError:
+            continue   # no order (an op reading what nothing writes): compiling says so
+    static: dict[int, dict[int, Shape]] = {}
+    for (k, _), result in engine.memo.items():
+        seen = {t: s for t, s in enumerate(result.shapes) if is_static(s)}
+        if k in static:
+            seen = {t: s for t, s in static[k].items() if seen.get(t) == s}
+        static[k] = seen
+    return static
+
+
+class _RunTimeEngine:
+    """What a shape rule may ask of the engine when it runs on an op's actual inputs (no subgraphs)."""
+    policy = FULL
+    current_out: list = []
+
+    def __init__(self, model: Model):
+        self.model = model
+
+    def subgraph(self, k: int, shapes: Sequence[Shape | None]) -> SubgraphShapes:
+        raise ShapeInferenceError("not inferred at run time")
+
+
+# Integer inputs with at most this many elements are handed to the rule as values at run time (shape
+# parameters: a RESHAPE's shape, TILE's multiples, PAD's paddings, FILL's dims, RANGE's bounds).
+_RUN_TIME_VALUE_ELEMENTS = 256
+
+
+def output_budget_check(op: Operation, sg: Subgraph, model: Model,
+                        max_memory: int | float) -> Callable[[list], None] | None:
+    """check(values) for an op whose output shapes are not known before it runs: its shape rule applied
+    to its inputs as they are (their shapes, and the values of small integer ones) gives the shapes it
+    is about to allocate, and one over `max_memory` is a ResourceError naming the output and its size.
+    A rule that cannot tell (or refuses the inputs) leaves it to the kernel. The inputs last checked are
+    remembered (their shapes and small integer values decide the rule's answer), so a run with the same
+    shapes as the last one costs a tuple compare. None without a rule or a budget."""
+    rule = SHAPE_RULES.get(op.kernel_name)
+    if rule is None or max_memory == math.inf:
+        return None
+    ins = tuple(i for i in op.inputs if i >= 0)
+    ints = tuple(i for i in ins if sg.tensors[i].dtype.kind in "iub")
+    outs = [(o, sg.tensors[o], itemsize(sg.tensors[o].dtype)) for o in op.outputs if o >= 0]
+    engine = _RunTimeEngine(model)
+    small = _RUN_TIME_VALUE_ELEMENTS
+    prod = math.prod
+    passed: list = [None]   # the key of the inputs last found within the budget
+
+    def check(values: list) -> None:
+        try:
+            key = [values[i].shape for i in ins]
+        except AttributeError:   # a value that is not an array (a resource handle), or none yet
+            key = [None if values[i] is None else np.shape(values[i]) for i in ins]
+        for i in ints:
+            v = values[i]
+            if getattr(v, "size", small + 1) <= small:
+                key.append(v.tobytes())
+        if key != passed[0]:
+            derive(values, key)
+
+    def derive(values: list, key: list) -> None:
+        known = {i: values[i] for i in ints if getattr(values[i], "size", small + 1) <= small}
+        try:
+            got = rule(Node(op, sg, dict(zip(ins, key)), known, engine))
+        except Exception:  # noqa: BLE001 - inputs the rule refuses: the kernel says what is wrong
+            return
+        for (o, t, size), s in zip(outs, (s for o, s in zip(op.outputs, got) if o >= 0)):
+            if s is None or any(d < 0 for d in s):
+                continue
+            n = prod(s) * size
+            if n > max_memory:
+                raise over_budget(f"output {t.name!r}", n, max_memory, tuple(s), t.dtype)
+        passed[0] = key
+    return check

@@ -2,15 +2,18 @@
 before allocating something whose size a model file or an input's values decide.
 
 The budget bounds each allocation onert-py can size before making it (a constant, a declared tensor, a
-subgraph's arena, an output whose shape comes from input values), not the process's total: a hostile
-file or input then gets a ResourceError naming the tensor and its size instead of exhausting memory.
+subgraph's arena, every shape shape inference derives at prepare, an output whose shape comes from input
+values, checked right before the op runs), and what a session holds for its whole life: the arenas of
+all its subgraphs plus its constants (check_total). It is not the process's total (temporaries inside a
+kernel are not counted): a hostile file or input gets a ResourceError naming the op, the tensor and its
+size instead of exhausting memory.
 """
 from __future__ import annotations
 
 import math
 import os
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -69,12 +72,13 @@ def resolve_max_memory(requested: int | float | None, model: Any) -> int | float
     return default_max_memory(model_bytes(model)) if requested is None else requested
 
 
-def fmt_bytes(n: int | float) -> str:
+def fmt_bytes(n: int | float, exact: bool = True) -> str:
+    """"2.0 MiB (2097152 bytes)"; without `exact`, "2.0 MiB"."""
     if n == UNLIMITED:
         return "unlimited"
     for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            return f"{n / size:.1f} {unit} ({n} bytes)"
+            return f"{n / size:.1f} {unit}" + (f" ({n} bytes)" if exact else "")
     return f"{n} bytes"
 
 
@@ -131,3 +135,32 @@ def check_declared(model: Any, limit: int | float) -> None:
                 kind = "constant" if t.data is not None else "variable" if t.is_variable else "tensor"
                 raise over_budget(f"subgraph {sg.index} {kind} {t.index} ({t.name!r})", n, limit, t.shape,
                                   t.dtype)
+
+
+def held_constant_bytes(model: Any, extra: Sequence[Any] = ()) -> int:
+    """Bytes of the arrays a session holds for its whole life: the model's constants and `extra` (values
+    folded at compile time). Views count once, with the array they view."""
+    seen, total = set(), 0
+    arrays = [t.data for sg in model.subgraphs for t in sg.tensors]
+    for a in [*arrays, *extra]:
+        if not isinstance(a, np.ndarray):
+            continue   # None, and numpy scalars (rank-0 values: a few bytes)
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        if id(a) not in seen:
+            seen.add(id(a))
+            total += a.size * itemsize(a.dtype)
+    return total
+
+
+def check_total(arenas: Mapping[int, int], constant_bytes: int, limit: int | float) -> None:
+    """The arenas of all subgraphs (subgraph -> bytes) and the constants held, together within `limit`:
+    a ResourceError naming the total, the largest arenas and the constants."""
+    total = sum(arenas.values()) + constant_bytes
+    if total <= limit:
+        return
+    largest = sorted((item for item in arenas.items() if item[1]), key=lambda kv: -kv[1])[:3]
+    listed = ", ".join(f"subgraph {k}: {fmt_bytes(n, False)}" for k, n in largest) or "none"
+    raise over_budget(f"the session's memory, the arenas of its {len(arenas)} subgraph(s) (largest: {listed}; "
+                      f"{fmt_bytes(sum(arenas.values()), False)} together) plus {fmt_bytes(constant_bytes, False)} "
+                      "of constants,", total, limit)

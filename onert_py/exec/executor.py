@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.errors import ExecutionError, OnertPyError, ResourceError
-from onert_py.exec.budget import check_alloc, over_budget
+from onert_py.exec.budget import check_total, held_constant_bytes, itemsize, over_budget
 from onert_py.exec.memory_plan import ArenaPlan, never_keeps, plan_arena
 
 _SMALL_BYTES = 1 << 16
@@ -107,30 +107,56 @@ class Executor:
         takes effect on the next run; an output whose shape differs from its slot's gets a new array.
         The last few plans are kept with their arenas: going back to a shape seen before costs a look-up.
         Nothing is planned with preserve_all_tensors or the arena turned off."""
+        return self.use_plan(*self.propose_plan(shapes))
+
+    def propose_plan(self, shapes: dict[int, tuple[int, ...]] | None = None) -> tuple:
+        """(key, plan) for these shapes without allocating anything: a kept plan with its arena, or a new
+        ArenaPlan (its arena checked alone against the budget); use_plan makes it current."""
         opts = self.runtime.options
         key = None if shapes is None else tuple(sorted(shapes.items()))
         if not opts.arena or opts.preserve_all_tensors:
             key = "off"
-        cached = self._plans.pop(key, None)
-        if cached is None:
-            plan = ArenaPlan() if key == "off" else plan_arena(
-                self.subgraph, self.operations, self.fresh, shapes=shapes, excluded=self._folded,
-                may_keep=self.may_keep)
-            if plan.size > opts.max_memory:   # checked before the arena is allocated
-                tensors = self.subgraph.tensors
-                big = max(plan.offsets, key=lambda t: math.prod(plan.shapes[t]) * tensors[t].dtype.itemsize)
-                t = tensors[big]
-                raise over_budget(f"subgraph {self.index}: the arena for {len(plan.offsets)} tensors (the largest "
-                                  f"{t.name!r} of shape {list(plan.shapes[big])})", plan.size, opts.max_memory)
-            cached = (plan, *plan.views({t: self.subgraph.tensors[t].dtype for t in plan.offsets}))
+        cached = self._plans.get(key)
+        if cached is not None:
+            return key, cached
+        plan = ArenaPlan() if key == "off" else plan_arena(
+            self.subgraph, self.operations, self.fresh, shapes=shapes, excluded=self._folded,
+            may_keep=self.may_keep)
+        if plan.size > opts.max_memory:   # checked before the arena is allocated
+            tensors = self.subgraph.tensors
+            t = max(plan.offsets, key=lambda t: math.prod(plan.shapes[t]) * tensors[t].dtype.itemsize)
+            raise over_budget(f"subgraph {self.index}: the arena for {len(plan.offsets)} tensors (the largest "
+                              f"{self.subgraph.tensors[t].name!r} of shape {list(plan.shapes[t])})", plan.size,
+                              opts.max_memory)
+        return key, plan
+
+    def use_plan(self, key, entry) -> ArenaPlan:
+        """Make a plan propose_plan gave current, allocating its arena when it is a new one."""
+        if isinstance(entry, ArenaPlan):
+            entry = (entry, *entry.views({t: self.subgraph.tensors[t].dtype for t in entry.offsets}))
             if len(self._plans) >= _PLANS_KEPT:
                 self._plans.pop(next(iter(self._plans)))
-        self._plans[key] = cached   # most recently used last
-        self.arena_plan, self.arena, views = cached
+        else:
+            self._plans.pop(key, None)
+        self._plans[key] = entry   # most recently used last
+        self.arena_plan, self.arena, views = entry
         planned = self.planned
         for t in range(len(planned)):
             planned[t] = views.get(t)
         return self.arena_plan
+
+    @property
+    def folded_values(self) -> list:
+        """The values computed at compile time (constant folding) this executor holds."""
+        return [self.values[t] for t in self._folded]
+
+    def name_tensor(self, t: int) -> str:
+        """Tensor t for messages: the op writing it and its name, or the subgraph's input."""
+        tensor = self.subgraph.tensors[t]
+        for op in self.subgraph.operations:
+            if t in op.outputs:
+                return f"subgraph {self.index} operator {op.index} ({op.kernel_name}): output {tensor.name!r}"
+        return f"subgraph {self.index} tensor {t} ({tensor.name!r})"
 
     def _lifetimes(self, releasable: set[int]) -> dict[int, tuple[int, ...]]:
         """step -> slots whose last reader (or, if never read, whose producer) is that step."""
@@ -302,6 +328,7 @@ class ExecutorMap:
 
     def __init__(self, executors: list[Executor]):
         self._executors = executors
+        self.constant_bytes = 0   # constants held (the model's and folded ones): check_total counts them
 
     def __getitem__(self, index: int) -> Executor:
         return self._executors[index]
@@ -314,13 +341,34 @@ class ExecutorMap:
 
     def plan_memory(self, result) -> None:
         """Re-plan the arenas of the subgraphs in a shape-inference result (compiler.shape_inference
-        ShapeResult) for its static shapes: called when inputs are resized."""
+        ShapeResult) for its static shapes: called when inputs are resized. Every new static size and
+        the new arenas with the others' and the constants are checked before any arena is allocated."""
         limit = self._executors[0].runtime.options.max_memory if self._executors else math.inf
+        proposals = {}
         for k, sub in result.subgraphs.items():   # every tensor's new static size, before planning
-            tensors = self._executors[k].subgraph.tensors
+            ex = self._executors[k]
+            tensors = ex.subgraph.tensors
             for t, s in enumerate(sub.shapes):
                 if s is not None and all(d >= 0 for d in s):
-                    check_alloc(s, tensors[t].dtype, f"subgraph {k} tensor {t} ({tensors[t].name!r})", limit)
-        for k, sub in result.subgraphs.items():
-            self._executors[k].plan_memory(
+                    n = math.prod(s) * itemsize(tensors[t].dtype)
+                    if n > limit:
+                        raise over_budget(ex.name_tensor(t), n, limit, s, tensors[t].dtype)
+            proposals[k] = ex.propose_plan(
                 {t: tuple(s) for t, s in enumerate(sub.shapes) if s is not None and all(d >= 0 for d in s)})
+        arenas = {ex.index: ex.arena_plan.size for ex in self._executors}
+        for k, (_, entry) in proposals.items():
+            arenas[k] = (entry if isinstance(entry, ArenaPlan) else entry[0]).size
+        check_total(arenas, self.constant_bytes, limit)
+        for k, (key, entry) in proposals.items():
+            self._executors[k].use_plan(key, entry)
+
+    def check_total(self, model=None) -> None:
+        """The arenas of all subgraphs and the constants held (the model's and those folded at compile
+        time) together within max_memory: a ResourceError naming the total and the largest arenas.
+        Given the model (at compile time), the constants are counted and kept for later re-plans."""
+        if model is not None:
+            folded = [v for ex in self._executors for v in ex.folded_values]
+            self.constant_bytes = held_constant_bytes(model, folded)
+        if self._executors:
+            check_total({ex.index: ex.arena_plan.size for ex in self._executors}, self.constant_bytes,
+                        self._executors[0].runtime.options.max_memory)

@@ -236,7 +236,10 @@ class _Reader:
         data = None
         if raw is not None and bi != 0:
             data = self.constant(raw, dtype, type_name, shape, sparsity, f"{where} ({name!r})")
+        # The schema's has_rank (false by default, so false in every file of an older converter) only
+        # tells a rank-0 shape [] from an unknown rank: a tensor with dims, or a constant, has its rank.
         has_rank = bool(t.HasRank()) if hasattr(t, "HasRank") else True
+        has_rank = has_rank or bool(shape) or data is not None
         return Tensor(index=ti, name=name, shape=shape, dtype=dtype, type_name=type_name,
                       shape_signature=sig, data=data, quantization=quant, is_variable=bool(t.IsVariable()),
                       sparsity=sparsity, has_rank=has_rank)

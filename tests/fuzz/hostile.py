@@ -292,12 +292,157 @@ def base_call_chain(d: Draw) -> ModelBuilder:
     return _sig(mb, sgs[0])
 
 
+def _out_size(n: int, k: int, stride: int, dilation: int, padding: int) -> int:
+    """TFLite's output length of a window (padding 0 SAME, 1 VALID)."""
+    if padding == 0:
+        return (n + stride - 1) // stride
+    return max((n - (k - 1) * dilation - 1) // stride + 1, 0)
+
+
+def _window_options(d: Draw) -> dict:
+    return {"padding": d.choice([0, 1]), "stride_h": d.integer(1, 2), "stride_w": d.integer(1, 2),
+            "dilation_h_factor": d.integer(1, 2), "dilation_w_factor": d.integer(1, 2)}
+
+
+def base_depthwise(d: Draw) -> ModelBuilder:
+    """Float DEPTHWISE_CONV_2D (multiplier 1-2, strides, dilations) then an AVERAGE_POOL_2D: the jit
+    backend's direct kernels (the geometry its kernels index without bounds checks)."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    c, m, k = d.integer(1, 3), d.integer(1, 2), d.integer(1, 3)
+    opts = _window_options(d)
+    h = 7
+    oh = _out_size(h, k, opts["stride_h"], opts["dilation_h_factor"], opts["padding"])
+    ow = _out_size(h, k, opts["stride_w"], opts["dilation_w_factor"], opts["padding"])
+    x = sg.tensor("x", [1, h, h, c])
+    f = sg.const("filter", np.linspace(-1, 1, k * k * c * m, dtype=F32).reshape(1, k, k, c * m))
+    b = sg.const("bias", np.linspace(0, 1, c * m, dtype=F32))
+    y = sg.tensor("y", [1, oh, ow, c * m])
+    sg.op("DEPTHWISE_CONV_2D", [x, f, b], [y], depth_multiplier=m, fused_activation_function=d.choice([0, 1, 3]),
+          **opts)
+    p = sg.tensor("pooled", [1, _out_size(oh, 2, 1, 1, 0), _out_size(ow, 2, 1, 1, 0), c * m])
+    sg.op("AVERAGE_POOL_2D", [y], [p], padding=0, stride_w=1, stride_h=1, filter_width=2, filter_height=2,
+          fused_activation_function=0)
+    sg.inputs, sg.outputs = [x], [p]
+    return _sig(mb, sg)
+
+
+def base_quant_depthwise(d: Draw) -> ModelBuilder:
+    """int8 DEPTHWISE_CONV_2D with per-channel filter scales (quantized dimension 3)."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    c, m, k = d.integer(1, 3), d.integer(1, 2), d.integer(1, 3)
+    opts = _window_options(d)
+    h = 6
+    oh = _out_size(h, k, opts["stride_h"], opts["dilation_h_factor"], opts["padding"])
+    ow = _out_size(h, k, opts["stride_w"], opts["dilation_w_factor"], opts["padding"])
+    cout = c * m
+    scales = [0.02 * (j + 1) for j in range(cout)]
+    x = sg.tensor("x", [1, h, h, c], np.int8, quantization=(0.5, d.choice([0, -3, 5])))
+    f = sg.const("filter", (np.arange(k * k * cout) % 11 - 5).astype(np.int8).reshape(1, k, k, cout),
+                 quantization=(scales, [0] * cout, 3))
+    b = sg.const("bias", np.arange(cout, dtype=I32) * 7, quantization=([0.5 * s for s in scales], [0] * cout, 0))
+    y = sg.tensor("y", [1, oh, ow, cout], np.int8, quantization=(0.25, d.choice([0, 2, -7])))
+    sg.op("DEPTHWISE_CONV_2D", [x, f, b], [y], depth_multiplier=m, fused_activation_function=d.choice([0, 1]),
+          **opts)
+    z = sg.tensor("z", [1, oh, ow, cout])
+    sg.op("DEQUANTIZE", [y], [z])
+    sg.inputs, sg.outputs = [x], [z]
+    return _sig(mb, sg)
+
+
+def base_quant_conv_wide(d: Draw) -> ModelBuilder:
+    """int8 CONV_2D with 2048+ outputs (where the jit backend takes it: its output stage)."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    c, k = d.integer(1, 3), d.integer(1, 3)
+    opts = _window_options(d)
+    opts.update(stride_h=1, stride_w=1)
+    h = 16
+    oh = _out_size(h, k, 1, opts["dilation_h_factor"], opts["padding"])
+    ow = _out_size(h, k, 1, opts["dilation_w_factor"], opts["padding"])
+    o = 8 if oh * ow * 8 >= 2048 else 16
+    scales = [0.05 * (j + 1) for j in range(o)]
+    x = sg.tensor("x", [1, h, h, c], np.int8, quantization=(0.5, d.choice([0, 3, -128])))
+    f = sg.const("filter", (np.arange(o * k * k * c) % 9 - 4).astype(np.int8).reshape(o, k, k, c),
+                 quantization=(scales, [0] * o, 0))
+    b = sg.const("bias", np.arange(o, dtype=I32) - 3, quantization=([0.5 * s for s in scales], [0] * o, 0))
+    y = sg.tensor("y", [1, oh, ow, o], np.int8, quantization=(1.0, d.choice([0, -5])))
+    sg.op("CONV_2D", [x, f, b], [y], fused_activation_function=d.choice([0, 1, 3]), **opts)
+    z = sg.tensor("z", [1, oh, ow, o])
+    sg.op("DEQUANTIZE", [y], [z])
+    sg.inputs, sg.outputs = [x], [z]
+    return _sig(mb, sg)
+
+
+def base_quant_fc(d: Draw) -> ModelBuilder:
+    """int8 FULLY_CONNECTED (per-tensor or per-channel weights) with an int32 bias."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    batch, depth, units = d.integer(1, 3), d.integer(1, 8), d.integer(1, 6)
+    per_channel = d.coin()
+    w_scale = [0.1 * (j + 1) for j in range(units)] if per_channel else 0.1
+    x = sg.tensor("x", [batch, depth], np.int8, quantization=(0.5, d.choice([0, 4, -9])))
+    w = sg.const("w", (np.arange(units * depth) % 13 - 6).astype(np.int8).reshape(units, depth),
+                 quantization=(w_scale, [0] * units, 0) if per_channel else (w_scale, 0))
+    b = sg.const("b", np.arange(units, dtype=I32) * 3,
+                 quantization=([0.5 * s for s in w_scale], [0] * units, 0) if per_channel else (0.05, 0))
+    y = sg.tensor("y", [batch, units], np.int8, quantization=(0.5, d.choice([0, 1])))
+    sg.op("FULLY_CONNECTED", [x, w, b], [y], fused_activation_function=d.choice([0, 1, 3]))
+    z = sg.tensor("z", [batch, units])
+    sg.op("DEQUANTIZE", [y], [z])
+    sg.inputs, sg.outputs = [x], [z]
+    return _sig(mb, sg)
+
+
+def base_quant_pool(d: Draw) -> ModelBuilder:
+    """int8 MAX_POOL_2D / AVERAGE_POOL_2D (the jit backend's integer pools)."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    c, k, s, pad = d.integer(1, 3), d.integer(1, 3), d.integer(1, 2), d.choice([0, 1])
+    h = 6
+    o = _out_size(h, k, s, 1, pad)
+    q = (0.5, d.choice([0, -128, 10]))
+    x = sg.tensor("x", [1, h, h, c], np.int8, quantization=q)
+    y = sg.tensor("y", [1, o, o, c], np.int8, quantization=q)
+    sg.op(d.choice(["MAX_POOL_2D", "AVERAGE_POOL_2D"]), [x], [y], padding=pad, stride_w=s, stride_h=s,
+          filter_width=k, filter_height=k, fused_activation_function=d.choice([0, 1]))
+    z = sg.tensor("z", [1, o, o, c])
+    sg.op("DEQUANTIZE", [y], [z])
+    sg.inputs, sg.outputs = [x], [z]
+    return _sig(mb, sg)
+
+
+def base_wide_elementwise(d: Draw) -> ModelBuilder:
+    """Float elementwise ops with 4096+ outputs and broadcasting operands (the jit per-op kernels)."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    shape = [d.choice([64, 65]), 64]
+    other = d.choice([[1], [64], [shape[0], 1], shape])
+    x = sg.tensor("x", shape)
+    c = sg.const("c", np.linspace(-2, 2, int(np.prod(other)), dtype=F32).reshape(other))
+    y, z = sg.tensor("y", shape), sg.tensor("z", shape)
+    kind = d.choice(["ADD", "MUL", "SUB", "DIV", "MAXIMUM", "SQUARED_DIFFERENCE"])
+    fused = kind in ("ADD", "MUL", "SUB", "DIV")
+    sg.op(kind, [x, c], [y], **({"fused_activation_function": d.choice([0, 1, 3])} if fused else {}))
+    sg.op(d.choice(["HARD_SWISH", "RELU6", "ABS"]), [y], [z])
+    sg.inputs, sg.outputs = [x], [z]
+    return _sig(mb, sg)
+
+
 BASES: dict[str, Callable[[Draw], ModelBuilder]] = {
     "add": base_add, "fc": base_fc, "conv": base_conv, "quant_conv": base_quant_conv,
     "shape_ops": base_shape_ops, "gather": base_gather, "strings": base_strings, "sparse": base_sparse,
     "while": base_while, "while_forever": base_while_forever, "if": base_if, "call_once": base_call_once,
-    "call_chain": base_call_chain,
+    "call_chain": base_call_chain, "depthwise": base_depthwise, "quant_depthwise": base_quant_depthwise,
+    "quant_conv_wide": base_quant_conv_wide, "quant_fc": base_quant_fc, "quant_pool": base_quant_pool,
+    "wide_elementwise": base_wide_elementwise,
 }
+
+# The bases with ops the jit backend takes (its conv, pool, fully connected and elementwise kernels, and
+# WHILE loops it compiles whole): the jit runs draw from these.
+JIT_BASES = ("depthwise", "quant_depthwise", "quant_conv_wide", "quant_fc", "quant_pool", "wide_elementwise",
+             "conv", "while")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -762,3 +907,64 @@ def hostile_model(d: Draw, base: str | None = None, edits: Sequence[str] | None 
         return " | ".join(done), pack(m, fmt)
     except (struct.error, OverflowError, TypeError) as e:   # an edit outside a field's range: a generator bug
         raise AssertionError(f"{done}: cannot pack ({e})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# A deterministic sweep: each integer option of each op, each tensor's quantization and each dim of
+# the given bases set, one at a time, to hostile values (what the kernels of the jit backend read
+# without bounds checks: strides, dilations, paddings, filter sizes, multipliers, zero points,
+# scales, zero-size and huge dims).
+
+SWEEP_INTS = HOSTILE_INTS + (127, -128, 255, 100, 3, 2)
+SWEEP_QUANT = ((2**40, 0.5), (-2**40, 0.5), (300, 0.5), (-300, 0.5), (127, 0.5), (-128, 0.5), (0, 1e-45),
+               (0, 1e30), (0, float("nan")), (0, float("inf")), (0, -1.0), (0, 0.0), (0, 1e-30), (0, 3e9))
+SWEEP_DIMS = (0, 1, 2, 65536, INT32_MAX)
+
+
+def sweep_cases(bases: Sequence[str], seeds: Sequence[int] = (0, 1, 2)):
+    """(description, flatbuffer) for every single hostile value on every base model drawn with `seeds`."""
+    for base in bases:
+        for seed in seeds:
+            raw = bytearray(BASES[base](RandomDraw(seed)).to_bytes("tflite"))
+            m0 = _Model.ModelT.InitFromPackedBuf(raw, 0)
+
+            def variant(edit: Callable[[Any], None], what: str):
+                m = _Model.ModelT.InitFromPackedBuf(raw, 0)
+                edit(m)
+                try:
+                    return f"{base} (seed {seed}) {what}", pack(m)
+                except (struct.error, OverflowError, TypeError):
+                    return None   # a value outside the field's type: not a valid file
+            edits = []
+            for si, oi, op in _ops(m0):
+                opts = op.builtinOptions
+                fields = [] if opts is None else sorted(k for k in vars(opts) if not k.startswith("_"))
+                for field in fields:
+                    old = getattr(opts, field)
+                    if isinstance(old, bool) or not isinstance(old, (int, np.integer)):
+                        continue
+                    for value in SWEEP_INTS:
+                        edits.append((lambda m, si=si, oi=oi, f=field, v=value:
+                                      setattr(m.subgraphs[si].operators[oi].builtinOptions, f, v),
+                                      f"op {si}:{oi} ({_op_name(m0, op)}) {field} = {value}"))
+            for si, ti, t in _tensors(m0):
+                for zp, scale in SWEEP_QUANT:
+                    def quant(m, si=si, ti=ti, zp=zp, scale=scale):
+                        tt = m.subgraphs[si].tensors[ti]
+                        q = tt.quantization or _Quant.QuantizationParametersT()
+                        n = len(q.scale) if q.scale is not None and len(q.scale) else 1
+                        q.scale, q.zeroPoint = [scale] * n, [zp] * n
+                        tt.quantization = q
+                    edits.append((quant, f"tensor {si}:{ti} ({t.name.decode()}) zero point {zp}, scale {scale}"))
+                for k in range(len(_list(t.shape))):
+                    for dim in SWEEP_DIMS:
+                        def dims(m, si=si, ti=ti, k=k, dim=dim):
+                            tt = m.subgraphs[si].tensors[ti]
+                            shape = _list(tt.shape)
+                            shape[k] = dim
+                            tt.shape = shape
+                        edits.append((dims, f"tensor {si}:{ti} ({t.name.decode()}) dim {k} = {dim}"))
+            for edit, what in edits:
+                case = variant(edit, what)
+                if case is not None:
+                    yield case

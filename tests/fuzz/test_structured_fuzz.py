@@ -2,8 +2,10 @@
 run or fail with an OnertPyError, never with a raw exception or a hang; plus the hostile cases whose
 error we know, the findings of the fuzz runs as regression tests, and the worker pool's classification.
 
-The bounded hypothesis run is derandomized (the same examples every time); benchmarks/robustness.py
-runs the same generator for thousands of cases in worker processes under a 4 GiB address-space limit.
+The bounded hypothesis run is derandomized (the same examples every time); a share of it, and a slice of
+the deterministic sweep of hostile option, quantization and dim values, runs on the jit backend
+("jit;cpu": numba kernels that index without bounds checks). benchmarks/robustness.py runs the same
+generators for thousands of cases in worker processes under a 4 GiB address-space limit.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import onert_py
 from fuzzrun import WorkerPool, byte_mutations, run_bytes, tally
-from hostile import BASES, EDITS, HOME_BASE, HypothesisDraw, RandomDraw, hostile_model, pack
+from hostile import BASES, EDITS, HOME_BASE, JIT_BASES, HypothesisDraw, RandomDraw, hostile_model, pack, sweep_cases
 from onert_py.schema.opcodes import OPTIONS_TYPES
 from onert_py.schema.writer import ModelBuilder
 
@@ -36,10 +38,10 @@ def hang_guard(desc: str):
         signal.signal(signal.SIGALRM, old)
 
 
-def check_case(desc: str, data: bytes) -> str:
+def check_case(desc: str, data: bytes, backends: str = "cpu") -> str:
     with hang_guard(desc):
-        r = run_bytes(data, max_while_iterations=8)
-    assert r.outcome in ("ran", "prepared", "clean"), f"{desc}: {r.detail}"
+        r = run_bytes(data, max_while_iterations=8, backends=backends)
+    assert r.outcome in ("ran", "prepared", "clean"), f"{desc} ({backends}): {r.detail}"
     return r.outcome
 
 
@@ -49,6 +51,30 @@ def check_case(desc: str, data: bytes) -> str:
 def test_hostile_models_run_or_fail_cleanly(data):
     desc, model = hostile_model(HypothesisDraw(data))
     check_case(desc, model)
+
+
+def test_hostile_models_on_the_jit_backend_run_or_fail_cleanly():
+    """The same generator on the bases whose ops the jit backend takes (its convolutions, pools, int8
+    fully connected, elementwise kernels and whole-loop WHILE), run with backends="jit;cpu"."""
+    pytest.importorskip("numba")
+
+    @settings(max_examples=40, derandomize=True, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.data())
+    def on_jit(data):
+        d = HypothesisDraw(data)
+        desc, model = hostile_model(d, base=d.choice(JIT_BASES))
+        check_case(desc, model, backends="jit;cpu")
+    on_jit()
+
+
+def test_sweep_of_hostile_values_on_the_jit_backend():
+    """Every 20th case of the deterministic sweep (each option, zero point, scale and dim of the jit
+    bases set to a hostile value; benchmarks/robustness.py runs all of them)."""
+    pytest.importorskip("numba")
+    for k, (desc, model) in enumerate(sweep_cases(JIT_BASES, seeds=(0,))):
+        if k % 20 == 0:
+            check_case(desc, model, backends="jit;cpu")
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
@@ -284,3 +310,65 @@ def test_byte_mutations_are_deterministic_and_mutate():
     assert a == list(byte_mutations(data, 50, seed=3))
     assert len(a) == 50 and all(m != data for _, m in a if _ != "truncate")
     assert {k for k, _ in a} == {"flip", "truncate", "splice"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings of the jit runs (fixed in backends/jit), as regression tests.
+
+def _jit_outcome(data: bytes) -> str:
+    pytest.importorskip("numba")
+    r = run_bytes(data, max_while_iterations=8, backends="jit;cpu")
+    assert r.outcome in ("ran", "clean"), r.detail
+    return r.outcome
+
+
+def test_jit_int8_fully_connected_with_a_zero_output_scale_is_refused_cleanly():
+    """Found by the sweep: the jit kernel's accepts() divided by the output scale (ZeroDivisionError
+    out of compiling); now it declines and the cpu kernel refuses the scale."""
+    def zero_scale(m):
+        t = next(t for t in m.subgraphs[0].tensors if t.name == b"y")
+        t.quantization.scale = [0.0]
+    data = _model("quant_fc", zero_scale)
+    assert _jit_outcome(data) == "clean"
+    assert run_bytes(data, backends="cpu").outcome == "clean"
+
+
+def test_jit_loop_with_a_zero_size_constant_falls_back():
+    """Found by the structure-aware run: a WHILE body's constant made zero-size ([0] against the
+    scalar counter) reached the compiled loop's code generator (a raw ValueError from broadcasting
+    the declared shapes); declared shapes that do not broadcast to the output's now keep the loop on
+    the per-op kernels, which say what is wrong."""
+    def zero_size_one(m):
+        t = next(t for t in m.subgraphs[2].tensors if t.name == b"one")
+        t.shape = [0]
+        m.buffers[t.buffer].data = np.zeros(0, np.uint8)
+    assert _jit_outcome(_model("while", zero_size_one, seed=1)) in ("ran", "clean")
+
+
+def test_jit_loop_never_reads_a_folded_value_past_its_end():
+    """A compiled WHILE body reading a value folded at compile time whose tensor declares more elements
+    than the value has ([2] computed, [4] declared): the generated loop (no bounds checks) would read
+    past it. The loop is not compiled; the per-op kernels refuse the shapes, as on the cpu backend."""
+    pytest.importorskip("numba")
+    mb = ModelBuilder()
+    main, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
+    i, x = main.tensor("i", [], np.int32), main.tensor("x", [4])
+    outs = [main.tensor("i_out", [], np.int32), main.tensor("x_out", [4])]
+    main.op("WHILE", [i, x], outs, cond_subgraph_index=1, body_subgraph_index=2)
+    main.inputs, main.outputs = [i, x], outs
+    ci, cx, go = cond.tensor("i", [], np.int32), cond.tensor("x", [4]), cond.tensor("go", [], np.bool_)
+    cond.op("LESS", [ci, cond.const("limit", np.array(3, np.int32))], [go])
+    cond.inputs, cond.outputs = [ci, cx], [go]
+    bi, bx = body.tensor("i", [], np.int32), body.tensor("x", [4])
+    folded = body.tensor("folded", [4])     # ADD of two [2] constants: [2], declared [4]
+    body.op("ADD", [body.const("a", np.ones(2, np.float32)), body.const("b", np.ones(2, np.float32))], [folded],
+            fused_activation_function=0)
+    bi2, bx2 = body.tensor("i_next", [], np.int32), body.tensor("x_next", [4])
+    body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [bi2], fused_activation_function=0)
+    body.op("ADD", [bx, folded], [bx2], fused_activation_function=0)
+    body.inputs, body.outputs = [bi, bx], [bi2, bx2]
+    data = mb.to_bytes()
+    for backends in ("jit;cpu", "cpu"):
+        sess = onert_py.infer.session(data, backends=backends)
+        with pytest.raises(onert_py.OnertPyError):
+            sess.infer([np.array(0, np.int32), np.zeros(4, np.float32)])

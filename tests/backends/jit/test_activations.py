@@ -102,3 +102,13 @@ def test_resize_bilinear_other_shapes_stay_on_cpu():
                             [("y", [1, -1, -1, 8], np.float32)])
     backends, got = _run(given, [_x((1, 32, 32, 8), 9), np.array([64, 48], np.int32)], "jit;cpu")
     assert backends == ["cpu"] and got.shape == (1, 64, 48, 8)
+
+
+def test_declared_output_not_the_broadcast_stays_on_cpu():
+    # a hostile file: [64, 64] + [64] declared [2, 64, 64]; the jit kernel would fill the declared shape
+    mb = single_op_model("ADD", [("x", [64, 64], np.float32), ("const", np.ones(64, np.float32))],
+                         [("o", [2, 64, 64], np.float32)], fused_activation_function=0)
+    x = _x((64, 64), 10)
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["cpu"]
+    np.testing.assert_array_equal(got, _run(mb, [x], "cpu")[1])
