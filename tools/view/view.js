@@ -317,6 +317,18 @@
       el("div", { "class": "meta", text: meta.join(" \u00b7 ") + (extra ? " \u00b7 " + extra : "") }));
   }
 
+  // The overlays' rows for op (s, i) in the side panel: a heading per overlay, its value and details.
+  function overlayRows(panel, s, i) {
+    data.overlays.forEach(function (ov) {
+      var r = ov.ops[s + ":" + i];
+      if (!r) { return; }
+      panel.appendChild(el("h3", { text: ov.title }));
+      var pairs = [["value", r.text]];
+      Object.keys(r.details).forEach(function (k) { pairs.push([k, r.details[k] === null ? "-" : r.details[k]]); });
+      panel.appendChild(rows(pairs));
+    });
+  }
+
   function rows(pairs) {
     var table = el("table");
     pairs.forEach(function (p) {
@@ -407,14 +419,7 @@
         })));
       });
     }
-    data.overlays.forEach(function (ov) {
-      var r = ov.ops[sg.index + ":" + op.index];
-      if (!r) { return; }
-      panel.appendChild(el("h3", { text: ov.title }));
-      var pairs = [["value", r.text]];
-      Object.keys(r.details).forEach(function (k) { pairs.push([k, r.details[k] === null ? "-" : r.details[k]]); });
-      panel.appendChild(rows(pairs));
-    });
+    overlayRows(panel, sg.index, op.index);
     panel.appendChild(el("h3", { text: "inputs" }));
     var folded = 0;
     op.inputs.forEach(function (t, k) {
@@ -866,14 +871,7 @@
     panel.appendChild(rows(info));
     if (n.tensor) { panel.appendChild(el("h3", { text: "tensor" })); panel.appendChild(lowTensor(n.tensor)); }
     if (n.kind === "Op") {
-      data.overlays.forEach(function (ov) {
-        var r = ov.ops[n.sg + ":" + n.op];
-        if (!r) { return; }
-        panel.appendChild(el("h3", { text: ov.title }));
-        var pairs = [["value", r.text]];
-        Object.keys(r.details).forEach(function (k) { pairs.push([k, r.details[k] === null ? "-" : r.details[k]]); });
-        panel.appendChild(rows(pairs));
-      });
+      overlayRows(panel, n.sg, n.op);
       var opts = Object.keys(n.options);
       panel.appendChild(el("h3", { text: "options" }));
       panel.appendChild(opts.length ? rows(opts.map(function (k) { return [k, n.options[k]]; }))
