@@ -27,6 +27,8 @@ EXPRESSIONS: dict[str, ExprFn] = {}
 # ADD with a bias and RELU 3.3 -> 2.2, ADD of two inputs 2.6 -> 2.4); inside a compiled loop every
 # size is taken.
 PER_OP_MIN_SIZE = 16
+# LiteRT's elementwise kernels broadcast up to 6 dimensions; higher ranks stay with cpu (and its errors)
+_MAX_RANK = 6
 
 
 def expression(*names: str) -> Callable[[ExprFn], ExprFn]:
@@ -176,9 +178,9 @@ def _per_op_accepts(op, sg) -> bool:
         return False
     try:   # the kernel writes the declared output: it must be what the inputs broadcast to
         ins = [tuple(sg.tensors[op.inputs[i]].shape) for i in expr.inputs]
-        if np.broadcast_shapes(*ins) != tuple(out.shape):
+        if len(out.shape) > _MAX_RANK or np.broadcast_shapes(*ins) != tuple(out.shape):
             return False
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RuntimeError):   # RuntimeError: numpy's own rank limit (32)
         return False
     return int(np.prod(out.shape, dtype=np.int64)) >= PER_OP_MIN_SIZE
 

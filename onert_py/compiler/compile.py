@@ -240,7 +240,8 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             except PrepareError:
                 raise
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError, AttributeError,
-                    ArithmeticError) as e:   # a hostile op (an omitted required input, a zero-size dim)
+                    ArithmeticError, RuntimeError) as e:   # a hostile op (an omitted input, a zero-size dim,
+                # more dimensions than numpy's broadcasting takes)
                 raise PrepareError(f"{ctx.where}: {type(e).__name__}: {e}") from e
             except MemoryError as e:   # over the budget (ResourceError) or numpy out of memory
                 raise wrapped_error(ctx.where, e) from e

@@ -11,6 +11,7 @@ pytest.importorskip("numba")
 
 import onert_py  # noqa: E402
 from helpers import rng, run_litert, run_litert_builtin, single_op_model  # noqa: E402
+from onert_py.errors import PrepareError  # noqa: E402
 
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -3.0, 3.0, 6.0, -1e-30, 1e30], np.float32)
 
@@ -112,3 +113,23 @@ def test_declared_output_not_the_broadcast_stays_on_cpu():
     backends, got = _run(mb, [x], "jit;cpu")
     assert backends == ["cpu"]
     np.testing.assert_array_equal(got, _run(mb, [x], "cpu")[1])
+
+
+def test_rank_beyond_litert_stays_on_cpu():
+    # the fuzz case: a 40-dimensional ADD. numpy's broadcast_shapes refuses over 32 dims with a
+    # RuntimeError: the jit backend's accepts declines, and the cpu kernel's refusal is a clean
+    # PrepareError naming the op
+    shape = [1] * 36 + [2, 2, 2, 2]
+    for y_shape in (shape, [2, 2]):
+        mb = single_op_model("ADD", [("x", shape, np.float32), ("y", y_shape, np.float32)],
+                             [("o", shape, np.float32)], fused_activation_function=0)
+        with pytest.raises(PrepareError, match=r"operator 0 \(ADD\).*32 dimensions"):
+            onert_py.infer.session(mb.to_bytes("tflite"), backends="jit;cpu")
+    # 7 dimensions, past LiteRT's 6: left to cpu, which runs it
+    shape7 = [2] * 7
+    mb = single_op_model("ADD", [("x", shape7, np.float32), ("y", shape7, np.float32)], [("o", shape7, np.float32)],
+                         fused_activation_function=0)
+    x = _x(tuple(shape7), 11)
+    backends, got = _run(mb, [x, x], "jit;cpu")
+    assert backends == ["cpu"]
+    np.testing.assert_array_equal(got, _run(mb, [x, x], "cpu")[1])
