@@ -134,6 +134,28 @@
     return d + " L" + last.x + "," + last.y;
   }
 
+  // A node's tooltip, shape, two text lines (bold for ops; light on a dark fill, 'dy' down) and its
+  // click-to-select: the same for the model's and the lowered graph's nodes.
+  function labelNode(g, id, shape, txt, w, h, dy, bold, fill) {
+    var title = sv("title");
+    title.textContent = txt.tip;
+    g.appendChild(title);
+    g.appendChild(shape);
+    var main = sv("text", { x: w / 2, y: h / 2 - 3 + dy, "text-anchor": "middle" });
+    main.textContent = txt.main;
+    if (bold) { main.setAttribute("font-weight", "600"); }
+    var sub = sv("text", { x: w / 2, y: h / 2 + 11 + dy, "text-anchor": "middle", "class": "sub" });
+    sub.textContent = txt.sub;
+    if (fill && darkColour(fill)) { main.style.fill = "#fff"; sub.style.fill = "#f3f4f6"; }
+    g.appendChild(main);
+    g.appendChild(sub);
+    g.addEventListener("click", function (ev) {
+      if (dragMoved) { return; }
+      ev.stopPropagation();
+      select(id);
+    });
+  }
+
   function drawNode(sg, id, box) {
     var n = box.node, txt = nodeText(sg, n);
     var g = sv("g", { "class": "node " + n.kind, transform: "translate(" + (box.x - box.width / 2) + "," +
@@ -153,23 +175,7 @@
     } else {
       shape = sv("ellipse", { cx: w / 2, cy: h / 2, rx: w / 2, ry: h / 2 });
     }
-    var title = sv("title");
-    title.textContent = txt.tip;
-    g.appendChild(title);
-    g.appendChild(shape);
-    var main = sv("text", { x: w / 2, y: h / 2 - 3, "text-anchor": "middle" });
-    main.textContent = txt.main;
-    if (n.kind === "op") { main.setAttribute("font-weight", "600"); }
-    var sub = sv("text", { x: w / 2, y: h / 2 + 11, "text-anchor": "middle", "class": "sub" });
-    sub.textContent = txt.sub;
-    if (fill && darkColour(fill)) { main.style.fill = "#fff"; sub.style.fill = "#f3f4f6"; }
-    g.appendChild(main);
-    g.appendChild(sub);
-    g.addEventListener("click", function (ev) {
-      if (dragMoved) { return; }
-      ev.stopPropagation();
-      select(id);
-    });
+    labelNode(g, id, shape, txt, w, h, 0, n.kind === "op", fill);
     g.addEventListener("dblclick", function (ev) {
       ev.stopPropagation();
       if (n.kind === "op" && sg.ops[n.op].calls.length) { goToSubgraph(sg.ops[n.op].calls[0].subgraph, true); }
@@ -710,24 +716,8 @@
       if (row) { fill = row.color || data.overlays[state.overlay].no_data; g.classList.add(row.color ? "colored" : "no-value"); }
     }
     shape.style.fill = fill;
-    var title = sv("title");
-    title.textContent = txt.tip;
-    g.appendChild(title);
-    g.appendChild(shape);
-    var dy = n.kind === "Enter" ? 3 : n.kind === "Exit" ? -3 : 0;
-    var main = sv("text", { x: w / 2, y: h / 2 - 3 + dy, "text-anchor": "middle" });
-    main.textContent = txt.main;
-    if (n.kind === "Op") { main.setAttribute("font-weight", "600"); }
-    var sub = sv("text", { x: w / 2, y: h / 2 + 11 + dy, "text-anchor": "middle", "class": "sub" });
-    sub.textContent = txt.sub;
-    if (darkColour(fill)) { main.style.fill = "#fff"; sub.style.fill = "#f3f4f6"; }
-    g.appendChild(main);
-    g.appendChild(sub);
-    g.addEventListener("click", function (ev) {
-      if (dragMoved) { return; }
-      ev.stopPropagation();
-      select(id);
-    });
+    var dy = n.kind === "Enter" ? 3 : n.kind === "Exit" ? -3 : 0;   // centred in the house shapes
+    labelNode(g, id, shape, txt, w, h, dy, n.kind === "Op", fill);
     return g;
   }
 
