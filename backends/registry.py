@@ -58,6 +58,10 @@ class KernelContext:
         self.folded = folded if folded is not None else {}  # tensor index -> value computed at compile time
         self._planned = planned if planned is not None else [None] * len(subgraph.tensors)
         self._fresh = fresh if fresh is not None else set()   # outputs whose kernel asked output_buffer
+        # Elementwise ops the compiler fused into this one (KernelAttrs.epilogue): each reads the previous
+        # one's output (this op's first); `outputs` are then the last one's, and this op's own output is
+        # never materialised.
+        self.epilogue: tuple = ()
 
     @property
     def where(self) -> str:
@@ -143,6 +147,11 @@ class KernelAttrs:
     calls_subgraphs: bool = False   # hands its inputs to other subgraphs (which may keep them)
     foldable: bool = True           # runs at compile time when every input is constant (no state, no
                                     # randomness)
+    # epilogue(op, chain, subgraph) -> bool: the kernel can apply `chain`, elementwise ops each reading
+    # the previous one's output (op's output first), to its output in its own pass (ctx.epilogue), so
+    # the compiler may fuse them into it; None: it takes none
+    epilogue: Callable[[Any, tuple, Any], bool] | None = None
+    fusable: bool = False           # an elementwise op an epilogue may take (see epilogue)
 
 
 # accepts(op, subgraph) -> bool: a backend's own test of one op (its types, options, static shapes)
@@ -167,11 +176,12 @@ class Backend:
 
     def register(self, *names: str, dtypes: Sequence[str] = (), keeps_inputs: bool = False,
                  calls_subgraphs: bool = False, foldable: bool = True,
-                 accepts: Accepts | None = None) -> Callable[[Prepare], Prepare]:
+                 accepts: Accepts | None = None, epilogue: Callable | None = None,
+                 fusable: bool = False) -> Callable[[Prepare], Prepare]:
         """Decorator: register a prepare function under one or more op names, with the types it runs,
         its attributes (KernelAttrs) and, for a backend that takes only some ops of a kind (the jit
         backend), `accepts(op, subgraph)` saying which."""
-        attrs = KernelAttrs(keeps_inputs, calls_subgraphs, foldable)
+        attrs = KernelAttrs(keeps_inputs, calls_subgraphs, foldable, epilogue, fusable)
 
         def deco(fn: Prepare) -> Prepare:
             for n in names:

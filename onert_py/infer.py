@@ -89,7 +89,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
                  preserve_all_tensors: bool = False, op_backend: str | dict | None = None,
                  num_threads: int | None = None, timeout: float | None = None,
                  max_memory: int | float | str | None = None, executor: str | None = None,
-                 parallel_iterations: int = 10, inter_op_threads: int | None = None):
+                 parallel_iterations: int = 10, inter_op_threads: int | None = None, fuse_ops: bool = True):
         if controlflow_copy not in ("reference", "all"):
             raise ValueError(f"controlflow_copy must be 'reference' or 'all', not {controlflow_copy!r}")
         t0 = time.perf_counter()
@@ -109,6 +109,10 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         self._dataflow = dataflow_options(executor, parallel_iterations, inter_op_threads)
         if self._dataflow is not None:
             self.runtime.options.arena = False   # tokens hold values as long as they need: no shared slots
+        # fused ops compute no intermediate outputs, which preserve_all_tensors keeps and the dataflow
+        # executor's lowered graph (made from the model's ops) reads
+        if not fuse_ops or preserve_all_tensors or self._dataflow is not None:
+            self.runtime.options.fuse_ops = False
         self._dataflow_executors: dict = {}
         # one run at a time: a second thread's infer waits (threads.RunLock)
         self._lock = RunLock()

@@ -214,9 +214,29 @@ def folded_ops(sess) -> list[tuple[int, int, str]]:
     the executors' op lists, so they never run and the profile has no time for them."""
     out = []
     for ex in sess.executors:
-        ran = {op.index for op in ex.operations}
+        ran = {op.index for op in ex.operations} | set(fused_into(ex))
         out += [(ex.index, op.index, op.kernel_name) for op in ex.subgraph.operations if op.index not in ran]
     return out
+
+
+def fused_into(ex) -> dict[int, int]:
+    """op index -> the index of the op whose kernel computes it (elementwise ops the compiler fused
+    into the op before them: they have no run, and no time, of their own)."""
+    return {f: op.index for op in ex.operations for f in op.fused}
+
+
+def fused_line(sess) -> str | None:
+    """"43 ops fused into the kernels of the ops they follow (timed with them): PRELU×23, ADD×20"."""
+    names = {(sg.index, op.index): op.kernel_name for sg in sess.model.subgraphs for op in sg.operations}
+    fused = [names[ex.index, f] for ex in sess.executors for f in fused_into(ex)]
+    if not fused:
+        return None
+    by_type: dict[str, int] = defaultdict(int)
+    for name in fused:
+        by_type[name] += 1
+    kinds = ", ".join(f"{name}×{n}" for name, n in sorted(by_type.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"{len(fused)} op{'' if len(fused) == 1 else 's'} fused into the kernels of the ops they follow "
+            f"(timed with them): {kinds}")
 
 
 def folded_line(folded: Sequence[tuple[int, int, str]]) -> str | None:
@@ -256,14 +276,18 @@ def op_rows(sess, input_shapes: Sequence[Sequence[int]], timing: _RunProfile | N
     for ex in sess.executors:
         sg = ex.subgraph
         ran = {op.index: name for op, name in zip(ex.operations, ex.backend_names)}
+        into = fused_into(ex)
         for op in execution_order(sg):
             key = (ex.index, op.index)
-            folded = op.index not in ran
+            host = into.get(op.index)
+            folded = op.index not in ran and host is None
             row: dict[str, Any] = {
-                "subgraph": ex.index, "index": op.index, "op": op.kernel_name, "backend": ran.get(op.index),
+                "subgraph": ex.index, "index": op.index, "op": op.kernel_name,
+                "backend": ran.get(op.index if host is None else host),
                 "outputs": [{"name": sg.tensors[o].name, "shape": shapes[ex.index][o]} for o in op.outputs if o >= 0],
-                "folded": folded, "count": 0, "avg_ms": None, "min_ms": None, "max_ms": None, "total_ms": None}
-            if timing is not None and timing.runs and not folded:
+                "folded": folded, "fused_into": host,
+                "count": 0, "avg_ms": None, "min_ms": None, "max_ms": None, "total_ms": None}
+            if timing is not None and timing.runs and not folded and host is None:
                 total = timing.time.get(key, 0.0)
                 row.update(count=timing.calls.get(key, 0), avg_ms=total / timing.runs * 1e3,
                            min_ms=timing.min.get(key, 0.0) * 1e3, max_ms=timing.max.get(key, 0.0) * 1e3,
@@ -416,6 +440,7 @@ def profile_tables(sess, runs: int, every_op: bool = False) -> str:
     backends = _op_backends(sess)
     total = sum(prof.op_time.values())
     folded = folded_line(folded_ops(sess))
+    fused = fused_line(sess)
     if total <= 0:
         return "\n".join(["profile: no operators ran", *([folded] if folded else [])])
     n = max(runs, 1)
@@ -460,6 +485,8 @@ def profile_tables(sess, runs: int, every_op: bool = False) -> str:
         header.append("output")
     out += ["", f"all {len(rows)} operators run" if every_op else f"top {len(rows)} operators"]
     out.append(format_table(header, rows))
+    if fused:
+        out += ["", fused]
     if folded:
         out += ["", folded]
     loops = sess.runtime.compiled_loops
@@ -608,7 +635,8 @@ def run(args: argparse.Namespace) -> int:
                       ops=op_rows(sess, [np.shape(a) for a in inputs], timing),
                       ops_units="count: calls over the timed runs; avg_ms, min_ms, max_ms: the op's time in one "
                                 "run (all its calls), averaged, least and most over the runs; total_ms: over "
-                                "all the runs; null when not profiled and for ops folded at prepare",
+                                "all the runs; null when not profiled, for ops folded at prepare and for ops "
+                                "fused into another's kernel (fused_into: that op's index, timed with it)",
                       profile_runs=len(times) if profiled else 0)
         _write_json(args.report, report, indent=1)
     if profile:

@@ -770,6 +770,8 @@ def compare_cmd(args: argparse.Namespace) -> int:
     # memory plan, which preserving turns off, stays in the runs a dump is made to debug.
     jit = args.dump_dir and "jit" in backend_choice(args).names
     options = {"preserve_all_tensors": True} if jit else {}
+    if record:
+        options["fuse_ops"] = False   # every op's outputs are recorded: none may be fused into another's kernel
     executor = executor_choice(args)
     if record and executor.executor == "dataflow":
         # The recorder wraps the session's own kernels; the dataflow executor's worker threads run compiled

@@ -175,6 +175,21 @@ def _planned_run(ctx: KernelContext, make_plan: Callable, act) -> Run:
     return run
 
 
+def conv_plan_run(ctx: KernelContext, w2: np.ndarray, filt: tuple[int, ...], strides: tuple[int, ...],
+                  dils: tuple[int, ...], bias: np.ndarray | None, finish) -> Run:
+    """A float32 convolution of one group (w2 [prod(filt) * Cin, Cout]): the per-shape ConvPlan writes
+    conv + bias into the output's slot, then finish(y) (the fused activation, or the jit backend's
+    epilogue) runs in place."""
+    padding = padding_code(ctx)
+    cin = w2.shape[0] // int(np.prod(filt))
+    owner = ctx.runtime                     # work buffers are shared per runtime
+
+    def make_plan(shape):
+        out, pads = _checked_geometry(shape[1:-1], shape[-1], cin, filt, strides, dils, padding)
+        return ConvPlan(shape, w2, filt, strides, dils, out, pads, bias, owner)
+    return _planned_run(ctx, make_plan, finish)
+
+
 def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ...], groups: int,
              strides: tuple[int, ...], dils: tuple[int, ...], bias: np.ndarray | None) -> Run:
     """Shared N-d convolution run: w_mat is [G, prod(filt) * Cin/G, Cout/G] in (taps, channel) order."""
@@ -195,12 +210,7 @@ def _conv_nd(ctx: KernelContext, nd: int, w_mat: np.ndarray, filt: tuple[int, ..
     if x_t.dtype != _F32:
         return _conv_widened(ctx, w_mat[0], filt, strides, dils, padding, bias, act)
     if groups == 1:
-        owner = ctx.runtime                     # work buffers are shared per runtime
-
-        def make_plan(shape):
-            out, pads = _checked_geometry(shape[1:-1], shape[-1], cin_w, filt, strides, dils, padding)
-            return ConvPlan(shape, w_mat[0], filt, strides, dils, out, pads, bias, owner)
-        return _planned_run(ctx, make_plan, act)
+        return conv_plan_run(ctx, w_mat[0], filt, strides, dils, bias, act)
 
     def grouped_plan(shape):
         return _checked_geometry(shape[1:-1], shape[-1], cin_w * groups, filt, strides, dils, padding)
@@ -289,10 +299,15 @@ def conv_2d(ctx: KernelContext) -> Run:
     dils = (o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1))
     if min(strides + dils) < 1:
         raise ctx.fail(f"strides {strides} and dilations {dils} must be >= 1")
-    # [G, KH*KW*Cg, O/G], contiguous per group: the layout BLAS wants for patches @ w.
-    w_mat = np.ascontiguousarray(
+    return _conv_nd(ctx, 2, conv_2d_matrix(w, groups), (kh, kw), groups, strides, dils, _bias(ctx, 2, cout))
+
+
+def conv_2d_matrix(w: np.ndarray, groups: int) -> np.ndarray:
+    """CONV_2D's filter [O, KH, KW, C/G] as [G, KH*KW*C/G, O/G], contiguous per group: the layout BLAS
+    wants for patches @ w."""
+    cout, kh, kw, cin_f = w.shape
+    return np.ascontiguousarray(
         w.reshape(groups, cout // groups, kh * kw * cin_f).transpose(0, 2, 1), dtype=np.float32)
-    return _conv_nd(ctx, 2, w_mat, (kh, kw), groups, strides, dils, _bias(ctx, 2, cout))
 
 
 # --------------------------------------------------------------------- hybrid (dynamic-range) CONV_2D

@@ -43,11 +43,14 @@ from numba import get_num_threads
 from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, Scratch
 from onert_py.backends.cpu._conv_plan import ConvPlan
 from onert_py.backends.cpu._quant import qparams
-from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _cached, _geometry, _plan_static,
+from onert_py.backends.cpu.conv import _CLAMPS as _CONV_CLAMPS
+from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _bias, _cached, _conv_filter_groups,
+                                        _geometry, _plan_static, conv_2d_matrix, conv_plan_run,
                                         _strides_dilations, _window_geometry, conv_output_size, pad_spatial,
                                         window_view)
 from onert_py.backends.cpu.elementwise import _activation_range
 from onert_py.backends.jit._numba import kernel, prange
+from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, unfused
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 # The fused activations taken; their clamp is LiteRT's activation range (the cpu elementwise kernels'
@@ -502,6 +505,40 @@ def _depthwise_run(ctx: KernelContext, cin: int, mult: int, kh: int, kw: int, co
             compute(x, y, geo, chunks)
         v[o_i] = y
     return run
+
+
+# ------------------------------------------------------------------------------ float CONV_2D
+
+def _accepts_conv(op, sg) -> bool:
+    """float32, one group, a clamp (or no) activation, at least 2 output channels (one is the cpu
+    kernel's channel sum)."""
+    ts = _float_tensors(op, sg)
+    if ts is None or not _options_ok(op.options):
+        return False
+    x, w, y = ts
+    cout, kh, kw, cin = w.shape
+    code = op.options.get("fused_activation_function") or NONE
+    return (cin == x.shape[3] and cout >= 2 and (code == NONE or code in _CONV_CLAMPS)
+            and _output_ok(op, x, y, kh, kw, cout))
+
+
+def _conv_epilogue(op, chain, sg) -> bool:
+    return epilogue_fits(op.outputs[0], chain, sg)
+
+
+@JIT.register("CONV_2D", dtypes=("float32",), accepts=_accepts_conv, epilogue=_conv_epilogue)
+def conv_2d(ctx: KernelContext) -> Run:
+    """The cpu kernel's convolution plan (one sgemm, after an im2col copy unless pointwise), then the
+    bias, the activation and the elementwise ops fused after it (ctx.epilogue) in one compiled pass
+    over the output, instead of numpy's bias pass, clip pass and a pass per following op."""
+    if ctx.const(1) is None or (ctx.has_input(2) and ctx.const(2) is None):
+        return unfused(ctx, CPU.kernel("CONV_2D"))      # not folded after all: the general kernel
+    w, groups = _conv_filter_groups(ctx)
+    cout, kh, kw, _ = w.shape
+    strides, dils = _strides_dilations(ctx)
+    bias = _bias(ctx, 2, cout)
+    finish = epilogue_pass(ctx, bias, _CONV_CLAMPS.get(ctx.options.get("fused_activation_function") or NONE))
+    return conv_plan_run(ctx, conv_2d_matrix(w, groups)[0], (kh, kw), strides, dils, None, finish)
 
 
 # -------------------------------------------------------------------- quantized (int8) kernels

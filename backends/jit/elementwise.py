@@ -8,6 +8,7 @@ clamps ADD/SUB/MUL/DIV (with no activation to ±FLT_MAX, NaN kept); int32 arithm
 """
 from __future__ import annotations
 
+import copy
 from typing import Callable
 
 import numpy as np
@@ -237,5 +238,136 @@ def _per_op(ctx: KernelContext) -> Run:
     return run_one_varying
 
 
-for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH"):
-    JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts)(_per_op)
+for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH", "RELU", "RELU6",
+              "RELU_N1_TO_1"):
+    JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True)(_per_op)
+
+
+# ------------------------------------------------------------------------------ fused epilogues
+#
+# A kernel that computes a float32 output in one pass of its own (a convolution's or matmul's bias
+# pass) can apply the elementwise ops that follow it there (registry: KernelAttrs.epilogue; compiler:
+# fuse_epilogues): y[k] = chain(act(y[k] + bias[c])), every op's expression as its per-op kernel
+# computes it, each step rounded to float32, so the result is bit for bit the unfused ops'. The
+# residual ADD and the PRELU after a MobileNet-style block's pointwise convolution then cost no pass
+# of their own.
+
+def epilogue_fits(producer_out: int, chain, sg) -> bool:
+    """`chain` can run in an epilogue over tensor `producer_out` (float32, static): each op has an
+    expression, reads the carried value at exactly one of its inputs, writes a float32 output of the
+    same shape, and reads nothing else but float32 tensors of that shape, of one element, or of one
+    value per channel (the last axis)."""
+    out_t = sg.tensors[producer_out]
+    shape = tuple(out_t.shape)
+    if out_t.dtype != _F32 or out_t.is_dynamic or not shape or len(shape) > _MAX_RANK:
+        return False
+    channels = shape[-1]
+    carried = producer_out
+    for op in chain:
+        expr = expression_of(op, sg)
+        if expr is None or expr.flat or len(op.outputs) != 1 or _quantized(op, sg):
+            return False
+        y = sg.tensors[op.outputs[0]]
+        if y.dtype != _F32 or tuple(y.shape) != shape:
+            return False
+        reads = [op.inputs[i] if i < len(op.inputs) else -1 for i in expr.inputs]
+        if reads.count(carried) != 1 or any(t < 0 for t in reads):
+            return False
+        for t in reads:
+            if t != carried and _operand_mode(sg.tensors[t], shape, channels) is None:
+                return False
+        carried = op.outputs[0]
+    return True
+
+
+def _operand_mode(t, shape: tuple, channels: int) -> str | None:
+    """How an epilogue reads another operand: "same" (the output's shape), "one" (one element),
+    "channel" (one value per channel), or None (not taken)."""
+    if t.dtype != _F32 or t.is_dynamic:
+        return None
+    n = int(np.prod(t.shape, dtype=np.int64))
+    if tuple(t.shape) == shape:
+        return "same"
+    if n == 1 and len(t.shape) <= len(shape):
+        return "one"
+    if n == channels and len(t.shape) <= len(shape) and t.shape and t.shape[-1] == channels:
+        return "channel"
+    return None
+
+
+def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[float, float] | None = None
+                  ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """finish(y): bias (one per channel), the producer's fused activation as its cpu kernel clamps
+    (`bounds` (lo, hi), NaN kept; None: no activation) and ctx.epilogue's ops, applied in place to y (a
+    fresh C-contiguous float32 array of the output's shape) in one compiled pass; returns y. None when
+    there is nothing to do."""
+    chain, sg = ctx.epilogue, ctx.subgraph
+    if bias is None and bounds is None and not chain:
+        return None
+    lines = ["            v = y[k]" + (" + b[ch]" if bias is not None else "")]
+    if bounds is not None:
+        lo, hi = (None if not np.isfinite(x) else x for x in bounds)
+        lines.append("            v = " + clamp("v", lo, hi, _F32))
+    shape = tuple(ctx.output_tensor(0).shape)
+    channels = shape[-1]
+    operands: list[tuple[int, str, np.ndarray | None]] = []   # (tensor, mode, constant value or None)
+    carried = ctx.op.outputs[0]
+    for op in chain:
+        expr = expression_of(op, sg)
+        refs = []
+        for i in expr.inputs:
+            t = op.inputs[i]
+            if t == carried:
+                refs.append("v")
+                continue
+            mode = _operand_mode(sg.tensors[t], shape, channels)
+            name = f"e{len(operands)}"
+            refs.append({"same": f"{name}[k]", "one": f"{name}[0]", "channel": f"{name}[ch]"}[mode])
+            value = sg.tensors[t].data if sg.tensors[t].data is not None else ctx.folded.get(t)
+            operands.append((t, mode, None if value is None else np.array(value, _F32).reshape(-1)))
+        lines.append("            v = " + expr.template.format(*refs))
+        carried = op.outputs[0]
+    names = ", ".join(f"e{j}" for j in range(len(operands)))
+    source = (f"@kernel\ndef epilogue(y, b, {names + ', ' if names else ''}channels):\n"
+              "    for row in range(y.shape[0] // channels):\n"
+              "        for ch in range(channels):\n"
+              "            k = row * channels + ch\n"
+              + "\n".join(lines) + "\n            y[k] = v\n")
+    fn = compile_source(source, "epilogue")
+    b = np.zeros(1, _F32) if bias is None else np.array(bias, _F32).reshape(-1)
+    compile_now(fn, b, b, *[b for _ in operands], channels)
+    consts = [value for _, _, value in operands]
+    varying = [(j, t, mode) for j, (t, mode, value) in enumerate(operands) if value is None]
+    v = ctx.values
+    tensors = sg.tensors
+
+    def finish(y: np.ndarray) -> np.ndarray:
+        args = list(consts)
+        for j, t, mode in varying:
+            a = v[t]
+            if mode == "same" and a.shape != y.shape:
+                raise ValueError(f"tensor {tensors[t].name!r} has shape {list(a.shape)}; the fused "
+                                 f"{chain[0].kernel_name} needs {list(y.shape)}, the output's")
+            args[j] = np.ascontiguousarray(a, _F32).reshape(-1)
+        fn(y.reshape(-1), b, *args, y.shape[-1])
+        return y
+    return finish
+
+
+def unfused(ctx: KernelContext, prepare: Callable[[KernelContext], Run]) -> Run:
+    """`prepare`, a kernel of ctx.op alone, then ctx.epilogue as a pass of its own: for a producer that
+    meets at prepare time a case its fused kernel does not take (a filter not folded after all)."""
+    alone = copy.copy(ctx)
+    alone.outputs, alone.epilogue = ctx.op.outputs, ()
+    run = prepare(alone)
+    if not ctx.epilogue:
+        return run
+    finish = epilogue_pass(ctx, None)
+    v, own, (o,) = ctx.values, ctx.op.outputs[0], ctx.outputs
+
+    def run_then_epilogue() -> None:
+        run()
+        y = np.array(v[own], _F32, order="C")   # a copy: the producer may return a view or a shared slot
+        v[own] = None
+        v[o] = finish(y)
+    return run_then_epilogue

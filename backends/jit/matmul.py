@@ -20,9 +20,12 @@ import numpy as np
 from numba import get_num_threads
 
 from onert_py.backends.cpu._quant import activation_range, qparams, quantize_multipliers
+from onert_py.backends.cpu.conv import _CLAMPS
 from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _product_multiplier
+from onert_py.backends.jit.conv import _compile_time, _static
+from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, unfused
 from onert_py.backends.jit._numba import kernel, prange
-from onert_py.backends.registry import JIT, KernelContext, Run
+from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 _INT32_MAX = (1 << 31) - 1
 # At or above this many multiply-adds an FC is split over numba's threads (by output units).
@@ -168,4 +171,71 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
             chunks = min(get_num_threads(), units) if s[2] else 1
             _fc(np.ascontiguousarray(x).reshape(s[1], depth), w, *args, y.reshape(s[1], units), chunks)
         v[o_i] = y
+    return run
+
+
+# ----------------------------------------------------------------------------- float32 FULLY_CONNECTED
+
+def _accepts_float(op, sg) -> bool:
+    """float32 input, weights known at compile time, a constant (or no) bias, a clamp (or no)
+    activation, static shapes: sgemm, then the epilogue."""
+    ins = op.inputs
+    if len(ins) not in (2, 3) or len(op.outputs) != 1 or ins[0] < 0 or ins[1] < 0:
+        return False
+    x, w, y = sg.tensors[ins[0]], sg.tensors[ins[1]], sg.tensors[op.outputs[0]]
+    if any(t.type_name != "FLOAT32" for t in (x, w, y)) or len(w.shape) != 2 or not x.shape:
+        return False
+    if len(ins) > 2 and ins[2] >= 0 and (sg.tensors[ins[2]].type_name != "FLOAT32"
+                                         or not _compile_time(sg, ins[2])):
+        return False
+    code = op.options.get("fused_activation_function") or 0
+    if (op.options.get("weights_format", 0) != 0 or (code and code not in _CLAMPS) or not _static(x)
+            or not _static(y) or not _compile_time(sg, ins[1])):
+        return False
+    units, depth = w.shape
+    try:
+        shape = _fc_output_shape(np.empty(x.shape, np.bool_), depth, units,
+                                 bool(op.options.get("keep_num_dims", False)))
+    except ValueError:
+        return False
+    return shape == tuple(y.shape) and 0 not in shape
+
+
+def _fc_epilogue(op, chain, sg) -> bool:
+    return epilogue_fits(op.outputs[0], chain, sg)
+
+
+@JIT.register("FULLY_CONNECTED", dtypes=("float32",), accepts=_accepts_float, epilogue=_fc_epilogue)
+def fully_connected(ctx: KernelContext) -> Run:
+    """The cpu kernel's product (one sgemm on the weights stored transposed, or a gemv for one row),
+    then the bias, the activation and the elementwise ops fused after it (ctx.epilogue) in one compiled
+    pass over the output. An input of another shape than declared takes the cpu kernel (and the
+    epilogue as a pass of its own)."""
+    other_shapes = unfused(ctx, CPU.kernel("FULLY_CONNECTED"))
+    w, b = ctx.const(1), ctx.const(2)
+    if w is None or (ctx.has_input(2) and b is None):
+        return other_shapes                 # not folded after all
+    units, depth = w.shape
+    x_shape = tuple(ctx.input_tensor(0).shape)
+    out_shape = tuple(ctx.output_tensor(0).shape)
+    m = int(np.prod(x_shape, dtype=np.int64)) // depth
+    bias = None if b is None else np.array(b, np.float32).reshape(-1)
+    finish = epilogue_pass(ctx, bias, _CLAMPS.get(ctx.options.get("fused_activation_function") or 0))
+    rows = np.ascontiguousarray(w, dtype=np.float32)
+    wt = rows.T if m == 1 else np.ascontiguousarray(rows.T)
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+    flat_in, flat_out = (m, depth), (m, units)
+
+    def run() -> None:
+        x = v[x_i]
+        if x.shape != x_shape or x.dtype != np.float32:
+            return other_shapes()
+        y = alloc(out_shape)
+        if m == 1:
+            np.dot(rows, x.reshape(depth), out=y.reshape(units))
+        else:
+            np.matmul(x.reshape(flat_in), wt, out=y.reshape(flat_out))
+        v[o] = finish(y) if finish is not None else y
     return run

@@ -1,8 +1,10 @@
 """Compile an ir.Model into an ExecutorMap: order ops, pick a backend per op, prepare kernels."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+from collections import defaultdict
 from typing import Callable, Mapping
 
 import numpy as np
@@ -231,10 +233,18 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
 
     for sg, ex in zip(model.subgraphs, executors):
         folded: dict[int, object] = {}
-        for op in execution_order(sg):
-            backend = backend_of[id(op)]
-            q = id(op) in quantized
+        order, chains = execution_order(sg), {}
+        if runtime.options.fuse_ops:
+            order, chains = fuse_epilogues(sg, order, backend_of, attrs)
+        for op in order:
+            key = id(op)
+            backend = backend_of[key]
+            q = key in quantized
             ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded, ex.planned, ex.fresh, q)
+            chain = chains.get(key)
+            if chain:   # the kernel computes op and its fused elementwise ops, writing the last one's output
+                ctx.epilogue, ctx.outputs = chain, chain[-1].outputs
+                op = fused_operation(op, chain)
             try:
                 run = backend.kernel(op.kernel_name, q)(ctx)
             except PrepareError:
@@ -245,22 +255,22 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
                 raise PrepareError(f"{ctx.where}: {type(e).__name__}: {e}") from e
             except MemoryError as e:   # over the budget (ResourceError) or numpy out of memory
                 raise wrapped_error(ctx.where, e) from e
-            if static is not None and not attrs[id(op)].calls_subgraphs:   # callees check their own ops
+            if static is not None and not attrs[key].calls_subgraphs:   # callees check their own ops
                 known = static.get(sg.index, {})
                 if any(o >= 0 and o not in known for o in op.outputs):
                     check = output_budget_check(op, sg, model, limit)
                     if check is not None:
                         run = _budget_checked(run, check, ex.values)
-            if attrs[id(op)].foldable and _foldable(op, sg, folded):
+            if attrs[key].foldable and _foldable(op, sg, folded):
                 folded.update(_evaluate(ctx, run, folded))
                 continue
-            if attrs[id(op)].foldable and _initializes_variables(op, sg, folded):
+            if attrs[key].foldable and _initializes_variables(op, sg, folded):
                 # Constant inputs written into a variable (a converter's DEQUANTIZE of an LSTM's zero
                 # state): LiteRT computes it once, then the variable carries its state from there.
                 ex.initial_values.update(_evaluate(ctx, run, folded))
                 continue
             if backend.compiles_lazily:
-                _warm_up(ctx, run)
+                _warm_up(ctx, op, run)
             ex.operations.append(op)
             ex.runs.append(run)
             ex.backend_names.append(backend.name)
@@ -277,6 +287,64 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
     return executors
 
 
+def fuse_epilogues(sg: Subgraph, order: list[Operation], backend_of: Mapping[int, Backend],
+                   attrs: Mapping[int, object]) -> tuple[list[Operation], dict[int, tuple[Operation, ...]]]:
+    """Chains of elementwise ops to fuse into the kernels of the ops they follow: op P whose kernel
+    declares an `epilogue` takes its output's single reader C when C runs on the same backend, declares
+    itself `fusable` and P's epilogue(P, chain, sg) agrees; then C's reader, and so on. A tensor the
+    subgraph returns, a variable, or one read twice ends a chain. Returns the execution order with each
+    chain's producer moved to where the chain's last op was (every input the chain reads is computed
+    by then) and the chains' ops left out, and the chains by id(producer)."""
+    readers: dict[int, list[Operation]] = defaultdict(list)
+    for op in sg.operations:
+        for t in op.inputs:
+            if t >= 0:
+                readers[t].append(op)
+    kept = set(sg.outputs) | {t.index for t in sg.tensors if t.is_variable}
+    chains: dict[int, tuple[Operation, ...]] = {}
+    fused: set[int] = set()
+    for op in order:
+        accepts = attrs[id(op)].epilogue
+        if accepts is None or id(op) in fused:
+            continue
+        chain: list[Operation] = []
+        last = op
+        while len(last.outputs) == 1 and last.outputs[0] not in kept and len(readers[last.outputs[0]]) == 1:
+            nxt = readers[last.outputs[0]][0]
+            if (backend_of[id(nxt)] is not backend_of[id(op)] or not attrs[id(nxt)].fusable
+                    or id(nxt) in fused or len(nxt.outputs) != 1 or not accepts(op, (*chain, nxt), sg)):
+                break
+            chain.append(nxt)
+            last = nxt
+        if chain:
+            chains[id(op)] = tuple(chain)
+            fused.update(id(c) for c in chain)
+    if not chains:
+        return order, {}
+    producer_at = {id(chain[-1]): p for p in order if id(p) in chains for chain in (chains[id(p)],)}
+    new_order = []
+    for op in order:
+        if id(op) in chains:
+            continue
+        if id(op) in fused:
+            if id(op) in producer_at:
+                new_order.append(producer_at[id(op)])
+            continue
+        new_order.append(op)
+    return new_order, chains
+
+
+def fused_operation(op: Operation, chain: tuple[Operation, ...]) -> Operation:
+    """The op an executor runs for `op` with `chain` fused into it: it reads op's inputs and the chain's
+    other inputs and writes the chain's last output (what the memory plan and the profile see)."""
+    extra, carried = [], op.outputs[0]
+    for c in chain:
+        extra += [t for t in c.inputs if t >= 0 and t != carried]
+        carried = c.outputs[0]
+    return dataclasses.replace(op, inputs=(*op.inputs, *extra), outputs=chain[-1].outputs,
+                               fused=tuple(c.index for c in chain))
+
+
 def _budget_checked(run: Callable[[], None], check: Callable[[list], None], values: list) -> Callable[[], None]:
     """`run` preceded by the budget check of the shapes it is about to allocate (from its inputs now)."""
     def checked_run() -> None:
@@ -286,15 +354,15 @@ def _budget_checked(run: Callable[[], None], check: Callable[[list], None], valu
     return checked_run
 
 
-def _warm_up(ctx: KernelContext, run) -> None:
+def _warm_up(ctx: KernelContext, op: Operation, run) -> None:
     """Run a kernel of a backend that compiles on first call once on zeros of its inputs' static shapes
     (compiling it now); the slots are put back as they were. Ops with dynamic shapes compile when
-    they first run."""
+    they first run. `op` is the op the executor runs (with a fused chain's inputs)."""
     values, sg = ctx.values, ctx.subgraph
-    slots = [t for t in (*ctx.inputs, *ctx.outputs) if t >= 0]
+    slots = [t for t in (*op.inputs, *op.outputs) if t >= 0]
     saved = {t: values[t] for t in slots}
     try:
-        for t in ctx.inputs:
+        for t in op.inputs:
             if t < 0 or values[t] is not None:
                 continue
             tensor = sg.tensors[t]

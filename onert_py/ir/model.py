@@ -91,6 +91,9 @@ class Operation:
     custom_name: str | None = None  # for CUSTOM ops
     custom_options: bytes = b""
     intermediates: tuple[int, ...] = ()
+    # set by the compiler on the op an executor runs: the indices of the model's ops whose elementwise
+    # work this op's kernel does too (fused into it; their outputs but the last are never computed)
+    fused: tuple[int, ...] = ()
 
     @property
     def is_custom(self) -> bool:

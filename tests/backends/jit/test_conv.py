@@ -320,12 +320,50 @@ def test_int8_declines():
     assert _backend(mb) == "cpu"
 
 
-def test_float_conv2d_stays_on_cpu():
-    # no jit float CONV_2D: the direct kernels measured slower than im2col + sgemm (module docstring)
+# (input shape, filter [O, KH, KW, C], stride, dilation, padding, activation, bias): the ConvPlan kinds
+CONV_FLOAT = [
+    ([1, 12, 12, 16], (24, 1, 1, 16), (1, 1), (1, 1), SAME, NONE, True),      # pointwise
+    ([2, 7, 9, 5], (3, 1, 1, 5), (1, 1), (1, 1), VALID, RELU, False),        # pointwise, no bias, batch 2
+    ([1, 16, 16, 3], (16, 3, 3, 3), (2, 2), (1, 1), SAME, RELU6, True),      # an RGB stem (transposed im2col)
+    ([1, 11, 13, 8], (5, 3, 3, 8), (1, 1), (2, 2), SAME, RELU_N1_TO_1, True),  # dilated
+    ([1, 10, 10, 6], (4, 5, 5, 6), (2, 1), (1, 1), VALID, NONE, True),       # 5x5 VALID, mixed strides
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,stride,dil,pad,act,bias", CONV_FLOAT)
+def test_float_conv2d_matches_cpu_bit_for_bit_and_litert(x_shape, w_shape, stride, dil, pad, act, bias):
+    # the jit kernel runs the cpu kernel's sgemm, then bias and clamp in one pass: the same float32
+    # operations in the same order, so the same bits; and LiteRT's values within its tolerance
     g = rng(10)
-    mb = single_op_model("CONV_2D", [("x", [1, 16, 16, 3], np.float32),
-                                     ("const", g.normal(size=(16, 3, 3, 3)).astype(np.float32)),
-                                     ("const", np.zeros(16, np.float32))],
-                         [("o", [1, 8, 8, 16], np.float32)], padding=SAME, stride_h=2, stride_w=2,
-                         dilation_h_factor=1, dilation_w_factor=1, fused_activation_function=0)
-    assert _backend(mb) == "cpu"
+    cout, kh, kw, _ = w_shape
+    ins = [("x", x_shape, np.float32), ("const", g.normal(size=w_shape).astype(np.float32))]
+    b = g.normal(size=cout).astype(np.float32) if bias else np.zeros(cout, np.float32)
+    oh = conv_output_size(x_shape[1], kh, stride[0], dil[0], pad)
+    ow = conv_output_size(x_shape[2], kw, stride[1], dil[1], pad)
+
+    def model(inputs):
+        return single_op_model("CONV_2D", inputs, [("o", [x_shape[0], oh, ow, cout], np.float32)],
+                               padding=pad, stride_h=stride[0], stride_w=stride[1], dilation_h_factor=dil[0],
+                               dilation_w_factor=dil[1], fused_activation_function=act)
+    mb = model(ins + [("const", b)] if bias else ins)
+    assert _backend(mb) == "jit"
+    x = g.normal(size=x_shape).astype(np.float32) * 2
+    x.flat[::7] = np.array([np.inf, -np.inf, np.nan], np.float32)[np.arange(x.size)[::7] % 3]
+    data = mb.to_bytes("tflite")
+    jit = onert_py.infer.session(data, "jit;cpu").infer([x])[0]
+    cpu = onert_py.infer.session(data, "cpu").infer([x])[0]
+    np.testing.assert_array_equal(jit, cpu)
+    finite = g.normal(size=x_shape).astype(np.float32)
+    expected = run_litert(model(ins + [("const", b)]), [finite])    # LiteRT's float CONV_2D needs a bias
+    assert_close(run_onert(mb, [finite]), expected, rtol=1e-5, atol=ATOL)
+
+
+def test_float_conv2d_tanh_and_single_channel_stay_on_cpu():
+    # TANH is not a clamp the epilogue applies; one output channel is the cpu kernel's channel sum
+    g = rng(11)
+    for cout, act in ((8, TANH), (1, NONE)):
+        mb = single_op_model("CONV_2D", [("x", [1, 8, 8, 3], np.float32),
+                                         ("const", g.normal(size=(cout, 3, 3, 3)).astype(np.float32))],
+                             [("o", [1, 8, 8, cout], np.float32)], padding=SAME, stride_h=1, stride_w=1,
+                             dilation_h_factor=1, dilation_w_factor=1, fused_activation_function=act)
+        assert _backend(mb) == "cpu"

@@ -1,0 +1,213 @@
+"""Elementwise ops fused into the kernel of the op they follow (compiler.fuse_epilogues, the jit
+backend's epilogues): what is fused, what is not, and that a fused run gives the unfused run's bits."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+import onert_py  # noqa: E402
+from helpers import assert_close, cli, litert_interpreter, rng, run_litert  # noqa: E402
+from onert_py.schema.writer import ModelBuilder  # noqa: E402
+
+NONE, RELU = 0, 1
+SHAPE = [1, 6, 7, 16]
+
+
+def _block(*, out_conv: bool = False, second_reader: bool = False, add_self: bool = False,
+           residual_shape=None, act: int = NONE, alpha_shape=(1, 1, 16)) -> ModelBuilder:
+    """x -> CONV_2D 1x1 (+bias, act) -> ADD(conv, residual) -> PRELU(alpha) -> y: a MobileNet-style
+    block's tail, as the mediapipe models have it; the flags make the variants that must not fuse."""
+    g = rng(3)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", SHAPE, np.float32)
+    r = sg.tensor("r", residual_shape or SHAPE, np.float32)
+    w = sg.const("w", g.normal(size=(16, 1, 1, 16)).astype(np.float32))
+    b = sg.const("b", g.normal(size=16).astype(np.float32))
+    alpha = sg.const("alpha", g.uniform(0.1, 0.3, size=alpha_shape).astype(np.float32))
+    c = sg.tensor("conv", SHAPE, np.float32)
+    a = sg.tensor("add", SHAPE, np.float32)
+    y = sg.tensor("y", SHAPE, np.float32)
+    sg.inputs = [x, r]
+    sg.op("CONV_2D", [x, w, b], [c], padding=0, stride_h=1, stride_w=1, dilation_h_factor=1,
+          dilation_w_factor=1, fused_activation_function=act)
+    sg.op("ADD", [c, c if add_self else r], [a], fused_activation_function=NONE)
+    sg.op("PRELU", [a, alpha], [y])
+    sg.outputs = [y]
+    if out_conv:
+        sg.outputs.append(c)
+    if second_reader:
+        z = sg.tensor("z", SHAPE, np.float32)
+        sg.op("RELU", [c], [z])
+        sg.outputs.append(z)
+    return mb
+
+
+def _inputs(mb: ModelBuilder, seed: int = 4) -> list[np.ndarray]:
+    g = rng(seed)
+    sess = onert_py.infer.session(mb.to_bytes("tflite"), "cpu")
+    return [g.normal(size=i.dims).astype(np.float32) * 3 for i in sess.get_inputs_tensorinfo()]
+
+
+def _fused(sess) -> list[tuple[str, tuple[int, ...]]]:
+    return [(op.kernel_name, op.fused) for ex in sess.executors for op in ex.operations if op.fused]
+
+
+def test_conv_add_prelu_fuse_and_give_the_unfused_bits():
+    mb = _block(act=RELU)
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    fused = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(fused) == [("CONV_2D", (1, 2))]
+    assert len(fused.executors[0].operations) == 1
+    out = fused.infer(ins)
+    for other in (onert_py.infer.session(data, "jit;cpu", fuse_ops=False), onert_py.infer.session(data, "cpu")):
+        assert not _fused(other)
+        np.testing.assert_array_equal(out[0], other.infer(ins)[0])
+    assert_close(out, run_litert(mb, ins), rtol=1e-5, atol=3e-5)
+    # a second run, other inputs: the arena's slots are reused, the residual is read, not overwritten
+    ins2 = _inputs(mb, seed=9)
+    kept = [a.copy() for a in ins2]
+    np.testing.assert_array_equal(fused.infer(ins2)[0], onert_py.infer.session(data, "cpu").infer(ins2)[0])
+    for a, k in zip(ins2, kept):
+        np.testing.assert_array_equal(a, k)
+
+
+@pytest.mark.parametrize("variant", [
+    {"out_conv": True},                    # the conv's output is a model output: it must be computed
+    {"second_reader": True},               # read by two ops
+    {"add_self": True},                    # ADD(conv, conv): the carried value read twice by one op
+])
+def test_chains_that_must_not_fuse(variant):
+    mb = _block(**variant)
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == []
+    assert_close(sess.infer(ins), onert_py.infer.session(data, "cpu").infer(ins), rtol=1e-6, atol=1e-5)
+
+
+def test_a_broadcast_that_is_not_per_channel_ends_the_chain():
+    # ADD's residual [1, 6, 1, 16] broadcasts along W: not an operand an epilogue reads (the ADD stays
+    # on its own; PRELU then follows an op without an epilogue)
+    mb = _block(residual_shape=[1, 6, 1, 16])
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == []
+    np.testing.assert_array_equal(sess.infer(ins)[0], onert_py.infer.session(data, "cpu").infer(ins)[0])
+
+
+def test_per_channel_and_scalar_operands_fuse():
+    mb = _block(residual_shape=[16], alpha_shape=(1,))
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == [("CONV_2D", (1, 2))]
+    np.testing.assert_array_equal(sess.infer(ins)[0], onert_py.infer.session(data, "cpu").infer(ins)[0])
+    assert_close(sess.infer(ins), run_litert(mb, ins), rtol=1e-5, atol=3e-5)
+
+
+def test_an_op_forced_onto_cpu_is_not_fused(monkeypatch):
+    mb = _block()
+    data = mb.to_bytes("tflite")
+    assert _fused(onert_py.infer.session(data, "jit;cpu", op_backend={"PRELU": "cpu"})) == [("CONV_2D", (1,))]
+    assert _fused(onert_py.infer.session(data, "jit;cpu", op_backend={"ADD": "cpu"})) == []
+    monkeypatch.setenv("ONERT_PY_FUSE", "0")
+    assert _fused(onert_py.infer.session(data, "jit;cpu")) == []
+
+
+def test_preserved_tensors_turn_fusion_off():
+    # every intermediate is kept: the conv's and the ADD's outputs must exist
+    mb = _block()
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    with pytest.warns(UserWarning, match="preserve_all_tensors"):
+        it = onert_py.Interpreter(model_content=data, experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), ins):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    names = {d["name"]: d["index"] for d in it.get_tensor_details()}
+    conv = it.get_tensor(names["conv"])
+    ref = onert_py.infer.session(data, "cpu", preserve_all_tensors=True)
+    ref.infer(ins)
+    np.testing.assert_array_equal(conv, ref.executors[0].values[names["conv"]])
+    assert _fused(onert_py.infer.session(data, "jit;cpu", preserve_all_tensors=True)) == []
+    assert _fused(onert_py.infer.session(data, "jit;cpu", executor="dataflow")) == []
+
+
+def _fc_model(units: int = 16, depth: int = 32, rows: int = 4) -> ModelBuilder:
+    """x -> FULLY_CONNECTED (RELU) -> ADD(fc, y) -> MUL(., 0.5): a converter's dense layer, a residual,
+    a scale."""
+    g = rng(5)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [rows, depth], np.float32)
+    y = sg.tensor("y", [rows, units], np.float32)
+    w = sg.const("w", g.normal(size=(units, depth)).astype(np.float32))
+    b = sg.const("b", g.normal(size=units).astype(np.float32))
+    half = sg.const("half", np.array([0.5], np.float32))
+    f, a, o = (sg.tensor(n, [rows, units], np.float32) for n in ("fc", "add", "out"))
+    sg.inputs = [x, y]
+    sg.op("FULLY_CONNECTED", [x, w, b], [f], fused_activation_function=RELU)
+    sg.op("ADD", [y, f], [a], fused_activation_function=NONE)       # the carried value second
+    sg.op("MUL", [a, half], [o], fused_activation_function=NONE)
+    sg.outputs = [o]
+    return mb
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_fully_connected_epilogue(rows):
+    mb = _fc_model(rows=rows)
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == [("FULLY_CONNECTED", (1, 2))]
+    out = sess.infer(ins)
+    np.testing.assert_array_equal(out[0], onert_py.infer.session(data, "cpu").infer(ins)[0])
+    assert_close(out, run_litert(mb, ins), rtol=1e-5, atol=3e-5)
+
+
+def test_fully_connected_epilogue_on_another_input_shape():
+    # the inputs resized (4 rows -> 6), as LiteRT's Interpreter allows: the fused kernel takes the cpu
+    # kernel, then the epilogue as a pass of its own
+    mb = _fc_model(rows=4)
+    data = mb.to_bytes("tflite")
+    g = rng(6)
+    ins = [g.normal(size=(6, 32)).astype(np.float32), g.normal(size=(6, 16)).astype(np.float32)]
+    outs = []
+    for backends in ("jit;cpu", "cpu"):
+        it = onert_py.Interpreter(model_content=data, backends=backends)
+        for d, x in zip(it.get_input_details(), ins):
+            it.resize_tensor_input(d["index"], list(x.shape))
+        it.allocate_tensors()
+        for d, x in zip(it.get_input_details(), ins):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+    assert outs[0].shape == (6, 16)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert_close(outs[:1], run_litert_resized(mb, ins), rtol=1e-5, atol=3e-5)
+
+
+def run_litert_resized(mb: ModelBuilder, ins: list[np.ndarray]) -> list[np.ndarray]:
+    it = litert_interpreter(mb.to_bytes("tflite"))
+    for d, x in zip(it.get_input_details(), ins):
+        it.resize_tensor_input(d["index"], list(x.shape))
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), ins):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(it.get_output_details()[0]["index"])]
+
+
+def test_bench_profile_names_the_fused_ops(tmp_path, capsys):
+    path = tmp_path / "block.tflite"
+    path.write_bytes(_block().to_bytes("tflite"))
+    code, out, _ = cli(capsys, "bench", str(path), "--backends", "jit;cpu", "--num-runs", "3", "--profile",
+                       "--report", str(tmp_path / "r.json"))
+    assert code == 0
+    assert "2 ops fused into the kernels of the ops they follow (timed with them): ADD×1, PRELU×1" in out
+    rows = {r["index"]: r for r in json.loads((tmp_path / "r.json").read_text())["ops"]}
+    assert rows[1]["fused_into"] == 0 and rows[2]["fused_into"] == 0 and rows[0]["fused_into"] is None
+    assert not rows[1]["folded"] and rows[1]["backend"] == "jit" and rows[1]["count"] == 0
+    assert rows[0]["count"] == 3
