@@ -441,10 +441,13 @@ def machine() -> str:
 WHERE_THE_TIME_GOES = """## Where the time goes
 
 In the mediapipe models CONV_2D and DEPTHWISE_CONV_2D take 75–90 % of onert-py's time (`onert-py bench
-MODEL --profile` shows it per op). onert-py runs them as numpy/BLAS calls (one sgemm per pointwise
-conv, one einsum per depthwise conv); LiteRT's XNNPACK fuses convolution, bias and activation in
-register-blocked kernels, which is most of the remaining gap. Profiles, the kernel changes made and
-what they measured are in [benchmarks/HOTSPOTS.md](../benchmarks/HOTSPOTS.md)."""
+MODEL --profile` shows it per op). On the cpu backend they are numpy/BLAS calls (one sgemm per pointwise
+conv, one einsum per depthwise conv). The jit backend runs depthwise convolutions as direct numba
+kernels and ends each convolution's sgemm with one compiled pass for its bias, activation and the
+elementwise ops that follow it (a residual ADD, PRELU, RELU, HARD_SWISH: fused, docs/jit.md). LiteRT's
+XNNPACK computes convolutions in register-blocked kernels that reach about twice OpenBLAS's rate on
+these shapes (small K and N), which is most of the remaining gap. Profiles, the kernel changes made
+and what they measured are in [benchmarks/HOTSPOTS.md](../benchmarks/HOTSPOTS.md)."""
 
 
 # The two executors: measured by benchmarks/dataflow.py, whose table is in docs/dataflow.md.

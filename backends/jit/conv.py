@@ -1,11 +1,11 @@
-"""DEPTHWISE_CONV_2D (float32 and int8) and CONV_2D (int8) on the jit backend.
+"""DEPTHWISE_CONV_2D (float32 and int8) and CONV_2D (float32 and int8) on the jit backend.
 
 Depthwise convolutions are direct numba kernels, one pass over the output with the bias and the fused
 activation (or the quantized output stage) applied before the store; output rows (batch x output
 height) are split over numba's threads. Geometry, padding, activation ranges and quantization
 parameters come from the cpu module (backends/cpu/conv.py, _quant.py), which stays the reference and
 takes every convolution declined here: other types (float16, hybrid, uint8, int16, int4), grouped
-convolutions, dynamic shapes, filters not known at compile time, float32 CONV_2D, and the geometries
+convolutions, dynamic shapes, filters not known at compile time, and the geometries
 where its numpy/BLAS plans measured faster (`_wins`).
 
 How the loops vectorise (numba/LLVM, measured on AVX-512): an innermost loop whose index is a plain
@@ -30,9 +30,12 @@ Float depthwise, two layouts (multiplier M > 1: the input is first expanded to C
 
 int8 depthwise: the same layouts on int32 sums into a row buffer, then the output stage of that row.
 int8 CONV_2D: the cpu kernel's own exact sums (im2col + sgemm, BLAS), then the output stage in one
-numba pass. Float32 CONV_2D stays on cpu: a direct kernel (lanes over the output channels, the window
-of a 3x3 RGB stem broadcast) measured 0.55-0.9x of im2col + sgemm on one thread for most output
-channel counts (1.0-1.4x only at 16), and 5x5 windows or blocked pixels did not vectorise.
+numba pass. Float32 CONV_2D: the cpu kernel's plan without its bias (im2col + sgemm, BLAS), then bias,
+clamp and the elementwise ops fused after it (jit/elementwise.py, epilogue_pass) in one pass. A direct
+kernel (lanes over the output channels, the window of a 3x3 RGB stem broadcast) measured 0.55-0.9x of
+im2col + sgemm on one thread for most output channel counts (1.0-1.4x only at 16), 5x5 windows or
+blocked pixels did not vectorise, a register-blocked numba GEMM ran scalar (numba leaves LLVM's SLP
+vectoriser off) and a numba im2col was slower than numpy's strided copy.
 """
 from __future__ import annotations
 

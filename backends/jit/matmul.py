@@ -1,5 +1,6 @@
-"""Quantized int8 FULLY_CONNECTED on the jit backend: the integer dot products and LiteRT's output stage
-in one pass.
+"""FULLY_CONNECTED on the jit backend. Quantized int8: the integer dot products and LiteRT's output
+stage in one pass. float32 (at the end of this module): the cpu kernel's sgemm, then bias, clamp and the
+elementwise ops fused after it in one compiled pass (jit/elementwise.py, epilogue_pass).
 
 The cpu kernel (backends/cpu/matmul.py) computes the exact sums with a float64 BLAS product (int8
 weights widened 8x at prepare) and then rescales them in several numpy passes. Here each output is an

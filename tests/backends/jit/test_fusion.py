@@ -167,6 +167,17 @@ def test_fully_connected_epilogue(rows):
     assert_close(out, run_litert(mb, ins), rtol=1e-5, atol=3e-5)
 
 
+def _run_resized(it, ins: list[np.ndarray]) -> np.ndarray:
+    """Output 0 of an Interpreter (onert-py's or LiteRT's) with its inputs resized to `ins`' shapes."""
+    for d, x in zip(it.get_input_details(), ins):
+        it.resize_tensor_input(d["index"], list(x.shape))
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), ins):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
 def test_fully_connected_epilogue_on_another_input_shape():
     # the inputs resized (4 rows -> 6), as LiteRT's Interpreter allows: the fused kernel takes the cpu
     # kernel, then the epilogue as a pass of its own
@@ -174,30 +185,10 @@ def test_fully_connected_epilogue_on_another_input_shape():
     data = mb.to_bytes("tflite")
     g = rng(6)
     ins = [g.normal(size=(6, 32)).astype(np.float32), g.normal(size=(6, 16)).astype(np.float32)]
-    outs = []
-    for backends in ("jit;cpu", "cpu"):
-        it = onert_py.Interpreter(model_content=data, backends=backends)
-        for d, x in zip(it.get_input_details(), ins):
-            it.resize_tensor_input(d["index"], list(x.shape))
-        it.allocate_tensors()
-        for d, x in zip(it.get_input_details(), ins):
-            it.set_tensor(d["index"], x)
-        it.invoke()
-        outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
-    assert outs[0].shape == (6, 16)
-    np.testing.assert_array_equal(outs[0], outs[1])
-    assert_close(outs[:1], run_litert_resized(mb, ins), rtol=1e-5, atol=3e-5)
-
-
-def run_litert_resized(mb: ModelBuilder, ins: list[np.ndarray]) -> list[np.ndarray]:
-    it = litert_interpreter(mb.to_bytes("tflite"))
-    for d, x in zip(it.get_input_details(), ins):
-        it.resize_tensor_input(d["index"], list(x.shape))
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), ins):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(it.get_output_details()[0]["index"])]
+    jit, cpu = (_run_resized(onert_py.Interpreter(model_content=data, backends=b), ins) for b in ("jit;cpu", "cpu"))
+    assert jit.shape == (6, 16)
+    np.testing.assert_array_equal(jit, cpu)
+    assert_close([jit], [_run_resized(litert_interpreter(data), ins)], rtol=1e-5, atol=3e-5)
 
 
 def test_bench_profile_names_the_fused_ops(tmp_path, capsys):
