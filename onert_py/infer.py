@@ -109,9 +109,9 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         self._dataflow = dataflow_options(executor, parallel_iterations, inter_op_threads)
         if self._dataflow is not None:
             self.runtime.options.arena = False   # tokens hold values as long as they need: no shared slots
-        # fused ops compute no intermediate outputs, which preserve_all_tensors keeps and the dataflow
-        # executor's lowered graph (made from the model's ops) reads
-        if not fuse_ops or preserve_all_tensors or self._dataflow is not None:
+        # fused ops compute no intermediate outputs, which the dataflow executor's lowered graph (made
+        # from the model's ops) reads
+        if not fuse_ops or self._dataflow is not None:
             self.runtime.options.fuse_ops = False
         self._dataflow_executors: dict = {}
         # one run at a time: a second thread's infer waits (threads.RunLock)

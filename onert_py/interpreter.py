@@ -230,8 +230,7 @@ class Interpreter:
             max_memory=resolve_max_memory(requested_max_memory(max_memory), self._model)))
         if self._dataflow is not None:
             self._runtime.options.arena = False   # tokens hold values as long as they need: no shared slots
-        if self._dataflow is not None or experimental_preserve_all_tensors:
-            self._runtime.options.fuse_ops = False   # fused ops compute no intermediates (see infer.session)
+            self._runtime.options.fuse_ops = False   # its lowered graph reads every op's outputs
         self._dataflow_executors: dict = {}      # subgraph -> its dataflow executor (built on first invoke)
         self._compiled_model = self._model       # the model the executors were compiled from (relaxed or not)
         for registerer in list(getattr(self, "_custom_op_registerers", [])) + list(custom_op_registerers or []):

@@ -229,25 +229,23 @@ def fused_line(sess) -> str | None:
     """"43 ops fused into the kernels of the ops they follow (timed with them): PRELU×23, ADD×20"."""
     names = {(sg.index, op.index): op.kernel_name for sg in sess.model.subgraphs for op in sg.operations}
     fused = [names[ex.index, f] for ex in sess.executors for f in fused_into(ex)]
-    if not fused:
-        return None
-    by_type: dict[str, int] = defaultdict(int)
-    for name in fused:
-        by_type[name] += 1
-    kinds = ", ".join(f"{name}×{n}" for name, n in sorted(by_type.items(), key=lambda kv: (-kv[1], kv[0])))
-    return (f"{len(fused)} op{'' if len(fused) == 1 else 's'} fused into the kernels of the ops they follow "
-            f"(timed with them): {kinds}")
+    return _ops_line(fused, "fused into the kernels of the ops they follow (timed with them)")
 
 
 def folded_line(folded: Sequence[tuple[int, int, str]]) -> str | None:
     """"74 ops folded at prepare (not timed): DEQUANTIZE×74", or None when there are none."""
-    if not folded:
+    return _ops_line([name for _, _, name in folded], "folded at prepare (not timed)")
+
+
+def _ops_line(names: Sequence[str], what: str) -> str | None:
+    """"N ops <what>: TYPE×n, ..." (most frequent first), or None for no ops."""
+    if not names:
         return None
     by_type: dict[str, int] = defaultdict(int)
-    for _, _, name in folded:
+    for name in names:
         by_type[name] += 1
     kinds = ", ".join(f"{name}×{n}" for name, n in sorted(by_type.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"{len(folded)} op{'' if len(folded) == 1 else 's'} folded at prepare (not timed): {kinds}"
+    return f"{len(names)} op{'' if len(names) == 1 else 's'} {what}: {kinds}"
 
 
 def _tensor_shapes(sess, input_shapes: Sequence[Sequence[int]]) -> dict[int, list]:

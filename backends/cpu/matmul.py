@@ -4,6 +4,8 @@ float16 (which LiteRT runs through XNNPACK only) is computed in float32 and roun
 results show (bit for bit on the cases tested, up to the summation order of long rows)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from onert_py.backends.cpu._common import activation_of
@@ -36,16 +38,17 @@ def _check_fc_input(ctx: KernelContext, x_t, w_t, keep: bool) -> None:
                        f"weights' input size {depth}")
 
 
-def _fc_output_shape(x: np.ndarray, depth: int, units: int, keep: bool) -> tuple[int, ...]:
-    """FULLY_CONNECTED's output shape for input x: x's leading dims and `units` with keep_num_dims, else
-    rows of `depth` elements; a ValueError for an input that does not fit the weights."""
+def _fc_output_shape(x_shape: tuple[int, ...], depth: int, units: int, keep: bool) -> tuple[int, ...]:
+    """FULLY_CONNECTED's output shape for an input of shape x_shape: its leading dims and `units` with
+    keep_num_dims, else rows of `depth` elements; a ValueError for an input that does not fit the weights."""
     if keep:
-        if x.shape[-1] != depth:
-            raise ValueError(f"input's last dimension {x.shape[-1]} != weights' input size {depth}")
-        return x.shape[:-1] + (units,)
-    if x.size % depth:
-        raise ValueError(f"input of {x.size} elements is not a multiple of the input size {depth}")
-    return (x.size // depth, units)
+        if x_shape[-1] != depth:
+            raise ValueError(f"input's last dimension {x_shape[-1]} != weights' input size {depth}")
+        return tuple(x_shape[:-1]) + (units,)
+    size = math.prod(x_shape)
+    if size % depth:
+        raise ValueError(f"input of {size} elements is not a multiple of the input size {depth}")
+    return (size // depth, units)
 
 
 @CPU.register("FULLY_CONNECTED", dtypes=("float32", "float16"))
@@ -96,7 +99,7 @@ def fully_connected(ctx: KernelContext) -> Run:
         x = v[x_i]
         wt = wt_const if wt_const is not None else v[w_i].T
         d = wt.shape[0]
-        out_shape = _fc_output_shape(x, d, wt.shape[1], keep)
+        out_shape = _fc_output_shape(x.shape, d, wt.shape[1], keep)
         y = np.matmul(np.reshape(x, (-1, d)), wt)
         if b_i >= 0:
             y += b_const if b_const is not None else np.reshape(v[b_i], -1)
@@ -192,7 +195,7 @@ def _fully_connected_widened(ctx: KernelContext, w: np.ndarray, b: np.ndarray | 
 
     def run() -> None:
         x = v[x_i]
-        out_shape = _fc_output_shape(x, depth, units, keep)
+        out_shape = _fc_output_shape(x.shape, depth, units, keep)
         y = np.matmul(x.reshape(-1, depth).astype(np.float32), wt)
         if b32 is not None:
             y += b32
@@ -250,7 +253,7 @@ def _fully_connected_hybrid(ctx: KernelContext) -> Run:
 
     def run() -> None:
         x = v[x_i]
-        out_shape = _fc_output_shape(x, depth, units, keep)
+        out_shape = _fc_output_shape(x.shape, depth, units, keep)
         wt, row_sums = fixed if fixed is not None else weights(v[w_i])
         q, sf, offset = hybrid_quantize_rows(x.reshape(-1, depth), asymmetric)
         acc = np.matmul(q.astype(np.float64), wt).astype(np.int64)      # exact: far below 2**53
@@ -404,7 +407,7 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
 
     def run() -> None:
         x = v[x_i]
-        out_shape = _fc_output_shape(x, depth, units, keep)
+        out_shape = _fc_output_shape(x.shape, depth, units, keep)
         wt = wt_const if wt_const is not None else (v[w_i].astype(np.float64) - zw).T
         xs = x.reshape(-1, depth).astype(np.float64)
         if zx:
@@ -515,7 +518,7 @@ def _fully_connected_shuffled(ctx: KernelContext) -> Run:
 
     def run() -> None:
         x = np.asarray(v[x_i])
-        out_shape = _fc_output_shape(x, depth, units, keep)
+        out_shape = _fc_output_shape(x.shape, depth, units, keep)
         rows = x.size // depth
         if rows not in (1, 4):
             raise ValueError(f"{what} runs 1 or 4 input rows (LiteRT's kernel), not {rows}")

@@ -525,11 +525,7 @@ def _accepts_conv(op, sg) -> bool:
             and _output_ok(op, x, y, kh, kw, cout))
 
 
-def _conv_epilogue(op, chain, sg) -> bool:
-    return epilogue_fits(op.outputs[0], chain, sg)
-
-
-@JIT.register("CONV_2D", dtypes=("float32",), accepts=_accepts_conv, epilogue=_conv_epilogue)
+@JIT.register("CONV_2D", dtypes=("float32",), accepts=_accepts_conv, epilogue=epilogue_fits)
 def conv_2d(ctx: KernelContext) -> Run:
     """The cpu kernel's convolution plan (one sgemm, after an im2col copy unless pointwise), then the
     bias, the activation and the elementwise ops fused after it (ctx.epilogue) in one compiled pass

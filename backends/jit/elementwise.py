@@ -238,8 +238,8 @@ def _per_op(ctx: KernelContext) -> Run:
     return run_one_varying
 
 
-for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH", "RELU", "RELU6",
-              "RELU_N1_TO_1"):
+for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH",
+              "RELU", "RELU6", "RELU_N1_TO_1"):
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True)(_per_op)
 
 
@@ -252,11 +252,13 @@ for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERE
 # residual ADD and the PRELU after a MobileNet-style block's pointwise convolution then cost no pass
 # of their own.
 
-def epilogue_fits(producer_out: int, chain, sg) -> bool:
-    """`chain` can run in an epilogue over tensor `producer_out` (float32, static): each op has an
-    expression, reads the carried value at exactly one of its inputs, writes a float32 output of the
-    same shape, and reads nothing else but float32 tensors of that shape, of one element, or of one
-    value per channel (the last axis)."""
+def epilogue_fits(producer, chain, sg) -> bool:
+    """`chain` can run in an epilogue over the output of `producer` (float32, static; the `epilogue`
+    rule of the kernels that end with epilogue_pass): each op has an expression, reads the carried
+    value at exactly one of its inputs, writes a float32 output of the same shape, and reads nothing
+    else but float32 tensors of that shape, of one element, or of one value per channel (the last
+    axis)."""
+    producer_out = producer.outputs[0]
     out_t = sg.tensors[producer_out]
     shape = tuple(out_t.shape)
     if out_t.dtype != _F32 or out_t.is_dynamic or not shape or len(shape) > _MAX_RANK:

@@ -162,7 +162,7 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
         x = v[x_i]
         s = shapes.get(x.shape)
         if s is None:
-            out_shape = _fc_output_shape(x, depth, units, keep)
+            out_shape = _fc_output_shape(x.shape, depth, units, keep)
             rows = x.size // depth
             if len(shapes) > 8:
                 shapes.clear()
@@ -195,18 +195,13 @@ def _accepts_float(op, sg) -> bool:
         return False
     units, depth = w.shape
     try:
-        shape = _fc_output_shape(np.empty(x.shape, np.bool_), depth, units,
-                                 bool(op.options.get("keep_num_dims", False)))
+        shape = _fc_output_shape(tuple(x.shape), depth, units, bool(op.options.get("keep_num_dims", False)))
     except ValueError:
         return False
     return shape == tuple(y.shape) and 0 not in shape
 
 
-def _fc_epilogue(op, chain, sg) -> bool:
-    return epilogue_fits(op.outputs[0], chain, sg)
-
-
-@JIT.register("FULLY_CONNECTED", dtypes=("float32",), accepts=_accepts_float, epilogue=_fc_epilogue)
+@JIT.register("FULLY_CONNECTED", dtypes=("float32",), accepts=_accepts_float, epilogue=epilogue_fits)
 def fully_connected(ctx: KernelContext) -> Run:
     """The cpu kernel's product (one sgemm on the weights stored transposed, or a gemv for one row),
     then the bias, the activation and the elementwise ops fused after it (ctx.epilogue) in one compiled

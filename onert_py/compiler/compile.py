@@ -234,7 +234,7 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
     for sg, ex in zip(model.subgraphs, executors):
         folded: dict[int, object] = {}
         order, chains = execution_order(sg), {}
-        if runtime.options.fuse_ops:
+        if runtime.options.fuse_ops and not runtime.options.preserve_all_tensors:   # fused ops keep no intermediates
             order, chains = fuse_epilogues(sg, order, backend_of, attrs)
         for op in order:
             key = id(op)
@@ -321,7 +321,7 @@ def fuse_epilogues(sg: Subgraph, order: list[Operation], backend_of: Mapping[int
             fused.update(id(c) for c in chain)
     if not chains:
         return order, {}
-    producer_at = {id(chain[-1]): p for p in order if id(p) in chains for chain in (chains[id(p)],)}
+    producer_at = {id(chains[id(p)][-1]): p for p in order if id(p) in chains}
     new_order = []
     for op in order:
         if id(op) in chains:

@@ -26,8 +26,9 @@ class RuntimeOptions:
     # Share memory between planned tensors (exec/memory_plan.py); ONERT_PY_ARENA=0 turns it off to
     # compare or to rule it out when chasing a wrong result.
     arena: bool = field(default_factory=lambda: os.environ.get("ONERT_PY_ARENA", "1") != "0")
-    # Fuse elementwise ops into the kernels of the ops they follow (compiler: fuse_epilogues); off with
-    # preserve_all_tensors, for tools that read every op's outputs, and with ONERT_PY_FUSE=0 (to compare).
+    # Fuse elementwise ops into the kernels of the ops they follow (compiler: fuse_epilogues, which also
+    # leaves them apart under preserve_all_tensors); off for the dataflow executor, for tools that read
+    # every op's outputs, and with ONERT_PY_FUSE=0 (to compare).
     fuse_ops: bool = field(default_factory=lambda: os.environ.get("ONERT_PY_FUSE", "1") != "0")
 
 
