@@ -329,6 +329,7 @@ class ConvPlan:
         k, cout = w2.shape
         self.out_shape = (n,) + tuple(out) + (cout,)
         self.m = m = n * int(np.prod(out))
+        self.out_size = m * cout
         self.w2 = w2
         if m * cout == 0:
             self.kind = "empty"

@@ -53,7 +53,8 @@ from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _bi
                                         window_view)
 from onert_py.backends.cpu.elementwise import _activation_range
 from onert_py.backends.jit._numba import kernel, prange
-from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, unfused
+from onert_py.backends.jit.elementwise import (_op_context, epilogue_fits, epilogue_pass, pairs_epilogue_fits,
+                                               pairs_pass, unfused)
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 # The fused activations taken; their clamp is LiteRT's activation range (the cpu elementwise kernels'
@@ -525,7 +526,15 @@ def _accepts_conv(op, sg) -> bool:
             and _output_ok(op, x, y, kh, kw, cout))
 
 
-@JIT.register("CONV_2D", dtypes=("float32",), accepts=_accepts_conv, epilogue=epilogue_fits)
+def _conv_epilogue_fits(producer, chain, sg) -> bool:
+    """The ops that can follow a convolution in its kernel: elementwise float32 ops (epilogue_pass) after
+    a float one, 8-bit ADD / SUB / MUL gathers (pairs_pass) after an int8 one."""
+    if sg.tensors[producer.outputs[0]].type_name == "INT8":
+        return pairs_epilogue_fits(producer, chain, sg)
+    return epilogue_fits(producer, chain, sg)
+
+
+@JIT.register("CONV_2D", dtypes=("float32",), accepts=_accepts_conv, epilogue=_conv_epilogue_fits)
 def conv_2d(ctx: KernelContext) -> Run:
     """The cpu kernel's convolution plan (one sgemm, after an im2col copy unless pointwise), then the
     bias, the activation and the elementwise ops fused after it (ctx.epilogue) in one compiled pass
@@ -902,8 +911,12 @@ def _accepts_conv_int8(op, sg) -> bool:
     data = sg.tensors[op.inputs[1]].data
     w_abs = int(np.abs(data.astype(np.int64)).max(initial=0)) if data is not None else 128
     exact = kh * kw * cin * max(zp - qi.qmin, qi.qmax - zp) * w_abs < _EXACT_F32
-    return _output_ok(op, x, y, kh, kw, cout) and _wins("qconv", tuple(x.shape), tuple(y.shape),
-                                                        kh * kw * cin, exact)
+    if not _output_ok(op, x, y, kh, kw, cout):
+        return False
+    # a residual ADD after it runs in its kernel (pairs_pass), which pays for the call at any size
+    readers = [r for r in sg.operations if op.outputs[0] in r.inputs]
+    takes_residual = len(readers) == 1 and pairs_epilogue_fits(op, readers, sg)
+    return _wins("qconv", tuple(x.shape), tuple(y.shape), kh * kw * cin, exact) or (exact and takes_residual)
 
 
 @JIT.register_quantized("CONV_2D", dtypes=("int8",), accepts=_accepts_conv_int8)
@@ -916,11 +929,12 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
     ctx.expect_inputs(2, 3)
     w = ctx.const(1)
     if w is None or (ctx.has_input(2) and ctx.const(2) is None):
-        return CPU.kernel("CONV_2D", True)(ctx)
+        return unfused(ctx, CPU.kernel("CONV_2D", True))
     cout, kh, kw, cin = w.shape
     strides, dils = _strides_dilations(ctx)
     k = kh * kw * cin
-    q = _QuantConv(ctx, w, cout, 0, k, bias_required=True)
+    # the conv's own output parameters (ctx.outputs are a fused chain's last op's)
+    q = _QuantConv(_op_context(ctx, ctx.op), w, cout, 0, k, bias_required=True)
     q.half_up = cout                       # LiteRT's optimized kernel (ruy's output stage): halves up
     bias, qp, q32, fast = _output_stage(q, cout)
     t = max(1, -(-_LANES // cout))
@@ -946,7 +960,7 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
         def sums_f32(x: np.ndarray, out: tuple[int, int], pads) -> np.ndarray:
             xs = q.shifted(x) if shift_input else x.astype(np.float32)
             p = plan(x.shape)
-            return p.run(xs, scratch.get(int(np.prod(p.out_shape))).reshape(p.out_shape))
+            return p.run(xs, scratch.get(p.out_size).reshape(p.out_shape))
         sums_of = sums_f32
         if bias_f is not None:             # the sums hold the bias already
             bias, q32 = np.zeros_like(bias), q32.copy()
@@ -958,6 +972,7 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
         sums_of = sums_f64
     bias, qp, q32 = _tiled(bias, qp, q32, t)
     zp, lo, hi = q.zp_out, q.lo, q.hi
+    finish = pairs_pass(ctx)               # a residual ADD fused after it (_conv_epilogue_fits)
 
     def run() -> None:
         x = v[x_i]
@@ -968,5 +983,5 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
             sums = sums_of(x, out, pads)
             rows = n * out[0]
             _q_stage(sums.reshape(rows, -1), bias, qp, q32, y.reshape(rows, -1), zp, lo, hi, fast)
-        v[o_i] = y
+        v[o_i] = y if finish is None else finish(y)
     return run

@@ -14,8 +14,9 @@ from typing import Callable
 import numpy as np
 
 from onert_py.backends.cpu._common import NONE
-from onert_py.backends.cpu.elementwise import _activation_range
-from onert_py.backends.jit._numba import compile_now
+from onert_py.backends.cpu._quant import qparams
+from onert_py.backends.cpu.elementwise import PairLookup, _activation_range, _broadcasts
+from onert_py.backends.jit._numba import compile_now, kernel
 from onert_py.backends.jit.codegen import Code, Expr, clamp, compile_source
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
@@ -243,6 +244,131 @@ for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERE
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True)(_per_op)
 
 
+# ------------------------------------------------------------------------ 8-bit ADD, SUB, MUL
+#
+# The cpu kernels are tables of every pair of 8-bit values (PairLookup); here the same gather runs as
+# one compiled loop over inputs of one shape, without numpy's index arrays.
+
+@kernel
+def _gather_pairs(x, y, table, cut, code, out):
+    """out[i] = table[code + x[i] * 256 + y[i]] for i < cut, table[x[i] * 256 + y[i]] from there (the
+    vector body's whole blocks, then the reference tail), over flat uint8 views."""
+    for i in range(cut):
+        out[i] = table[code + ((np.int64(x[i]) << 8) | y[i])]
+    for i in range(cut, x.size):
+        out[i] = table[(np.int64(x[i]) << 8) | y[i]]
+
+
+def _pairs_accepts(op, sg) -> bool:
+    """Two inputs of one static shape (leading 1s aside), per-tensor 8-bit parameters."""
+    if len(op.inputs) != 2 or len(op.outputs) != 1 or min(op.inputs) < 0:
+        return False
+    ts = [sg.tensors[i] for i in (*op.inputs, op.outputs[0])]
+    if any(t.is_dynamic or qparams(t) is None or qparams(t).per_channel for t in ts):
+        return False
+    return not _broadcasts(tuple(ts[0].shape), tuple(ts[1].shape))
+
+
+def _blocks(lookup: PairLookup, d0: tuple, d1: tuple) -> tuple[int, int] | None:
+    """(cut, code) for _gather_pairs: inputs of shapes d0, d1 (one shape, leading 1s aside) take the
+    table of `code` below element `cut` and the reference formula's from there; None if the codes by
+    position are not of that form."""
+    size = int(np.prod(d0, dtype=np.int64))
+    offsets = np.broadcast_to(np.asarray(lookup.code_offset(d0, d1)).reshape(-1), (size,))
+    cut = int(np.count_nonzero(offsets))
+    code = int(offsets[0]) if cut else 0
+    return None if (offsets[:cut] != code).any() else (cut, code)
+
+
+def _op_context(ctx: KernelContext, op) -> KernelContext:
+    """ctx as the kernel of `op` (a fused chain's op) alone would see it."""
+    c = copy.copy(ctx)
+    c.op, c.options, c.inputs, c.outputs, c.epilogue = op, op.options, op.inputs, op.outputs, ()
+    return c
+
+
+@JIT.register_quantized("ADD", "SUB", "MUL", dtypes=("int8", "uint8"), accepts=_pairs_accepts)
+def pairs_quantized(ctx: KernelContext) -> Run:
+    """8-bit ADD / SUB / MUL of one shape: the cpu kernel's table, gathered in one compiled loop."""
+    lookup = CPU.kernel(ctx.op.opcode, True)(ctx)
+    d0, d1 = (tuple(ctx.input_tensor(i).shape) for i in (0, 1))
+    blocks = _blocks(lookup, d0, d1) if isinstance(lookup, PairLookup) else None
+    if blocks is None:                     # not whole blocks and then a tail: the cpu kernel's way
+        return lookup
+    cut, code = blocks
+    compile_now(_gather_pairs, *(np.empty(1, np.uint8),) * 2, lookup.table, cut, code, lookup.table[:1])
+    (a, b), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+    out_shape = tuple(ctx.output_tensor(0).shape)
+    alloc = ctx.output_buffer(0)
+    table = lookup.table
+
+    def run() -> None:
+        x, y = v[a], v[b]
+        if x.shape != d0 or y.shape != d1:
+            return lookup()
+        r = alloc(out_shape)
+        _gather_pairs(_bits(x), _bits(y), table, cut, code, r.reshape(-1))
+        v[o] = r
+    return run
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    """An 8-bit array as flat uint8 (its bit patterns, _gather_pairs' index)."""
+    return np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+
+
+def pairs_epilogue_fits(producer, chain, sg) -> bool:
+    """`chain` can follow `producer` (an 8-bit output of static shape) as table gathers (pairs_pass):
+    each op a jit 8-bit ADD / SUB / MUL of the output's shape and type that reads the carried value at
+    exactly one input."""
+    out_t = sg.tensors[producer.outputs[0]]
+    if out_t.type_name not in ("INT8", "UINT8") or out_t.is_dynamic:
+        return False
+    carried = producer.outputs[0]
+    for op in chain:
+        if op.opcode not in ("ADD", "SUB", "MUL") or not _pairs_accepts(op, sg) or list(op.inputs).count(carried) != 1:
+            return False
+        y = sg.tensors[op.outputs[0]]
+        if y.type_name != out_t.type_name or tuple(y.shape) != tuple(out_t.shape):
+            return False
+        carried = op.outputs[0]
+    return True
+
+
+def pairs_pass(ctx: KernelContext) -> Callable[[np.ndarray], np.ndarray] | None:
+    """finish(y): ctx.epilogue's 8-bit ops (pairs_epilogue_fits) applied in place to y (the producer's
+    output, a fresh C-contiguous array of the output's shape), each one gather from its cpu kernel's
+    table; returns y. None when nothing is fused."""
+    shape = tuple(ctx.output_tensor(0).shape)
+    steps = []
+    carried = ctx.op.outputs[0]
+    for op in ctx.epilogue:
+        lookup = CPU.kernel(op.opcode, True)(_op_context(ctx, op))
+        d0, d1 = (tuple(ctx.subgraph.tensors[t].shape) for t in op.inputs)
+        blocks = _blocks(lookup, d0, d1) if isinstance(lookup, PairLookup) else None
+        if blocks is None:
+            raise ctx.fail(f"the fused {op.opcode} (operator {op.index}) has no table of pairs")
+        first = op.inputs[0] == carried
+        steps.append((lookup.table, *blocks, first, op.inputs[1] if first else op.inputs[0]))
+        carried = op.outputs[0]
+    if not steps:
+        return None
+    v, tensors = ctx.values, ctx.subgraph.tensors
+
+    def finish(y: np.ndarray) -> np.ndarray:
+        flat = y.reshape(-1).view(np.uint8)
+        for table, cut, code, first, t in steps:
+            other = v[t]
+            if other.shape != shape:
+                raise ValueError(f"tensor {tensors[t].name!r} has shape {list(other.shape)}; the fused "
+                                 f"{ctx.epilogue[0].kernel_name} needs {list(shape)}, the output's")
+            r = _bits(other)
+            _gather_pairs(flat, r, table, cut, code, flat) if first else _gather_pairs(r, flat, table, cut, code, flat)
+        return y
+    return finish
+
+
 # ------------------------------------------------------------------------------ fused epilogues
 #
 # A kernel that computes a float32 output in one pass of its own (a convolution's or matmul's bias
@@ -359,17 +485,17 @@ def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[flo
 def unfused(ctx: KernelContext, prepare: Callable[[KernelContext], Run]) -> Run:
     """`prepare`, a kernel of ctx.op alone, then ctx.epilogue as a pass of its own: for a producer that
     meets at prepare time a case its fused kernel does not take (a filter not folded after all)."""
-    alone = copy.copy(ctx)
-    alone.outputs, alone.epilogue = ctx.op.outputs, ()
+    alone = _op_context(ctx, ctx.op)
     run = prepare(alone)
     if not ctx.epilogue:
         return run
-    finish = epilogue_pass(ctx, None)
+    dtype = ctx.output_dtype()
+    finish = epilogue_pass(ctx, None) if dtype == _F32 else pairs_pass(ctx)
     v, own, (o,) = ctx.values, ctx.op.outputs[0], ctx.outputs
 
     def run_then_epilogue() -> None:
         run()
-        y = np.array(v[own], _F32, order="C")   # a copy: the producer may return a view or a shared slot
+        y = np.array(v[own], dtype, order="C")   # a copy: the producer may return a view or a shared slot
         v[own] = None
         v[o] = finish(y)
     return run_then_epilogue

@@ -289,6 +289,31 @@ def test_add_8bit_block_and_tail_round_differently(dt):
     assert differ > 0
 
 
+# The 8-bit ADD, SUB and MUL kernels are tables of every pair of input values, one per code (the
+# reference formula, the elementwise and the scalar-broadcast vector bodies): every pair, in each code,
+# against LiteRT. [65536] runs the elementwise body on all pairs, [256, 1] + [1, 256] the
+# scalar-broadcast body along rows, [256, 1, 2] + [1, 256, 1] LiteRT's generic broadcast (the reference
+# formula).
+_EVERY_PAIR_LAYOUTS = [
+    lambda x, y: ([np.repeat(x, 256), np.tile(y, 256)]),
+    lambda x, y: ([x.reshape(256, 1), y.reshape(1, 256)]),
+    lambda x, y: ([np.repeat(x.reshape(256, 1, 1), 2, axis=2), y.reshape(1, 256, 1)]),
+]
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+def test_8bit_every_pair_of_values(op, dt):
+    params = {"ADD": ((0.02, -128), (0.07, 127), (0.1, 5)), "SUB": ((0.03, 7), (0.05, -100), (0.06, 3)),
+              "MUL": ((0.02, -5), (0.03, 9), (0.0015, -100))}[op]
+    qs = [fit_quantization(q, dt) for q in params]
+    levels = np.arange(256, dtype=np.uint8).view(dt)
+    for layout in _EVERY_PAIR_LAYOUTS:
+        xs = layout(levels, levels)
+        mb, _ = _binary(op, dt, (list(xs[0].shape), list(xs[1].shape)), qs, fused_activation_function=NONE)
+        check_builtin(mb, xs)
+
+
 # Broadcasting 8-bit ADD / MUL: LiteRT's fivefold loops run the vector bodies along inner runs (the
 # common innermost dims, or the run one element is broadcast over), the reference formula on each run's
 # tail, and the generic broadcast entirely in the reference formula. Runs below, at and above the block

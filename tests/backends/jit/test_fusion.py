@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("numba")
 
 import onert_py  # noqa: E402
-from helpers import assert_close, cli, litert_interpreter, rng, run_litert  # noqa: E402
+from helpers import assert_close, cli, litert_interpreter, rng, run_litert, run_litert_builtin  # noqa: E402
 from onert_py.schema.writer import ModelBuilder  # noqa: E402
 
 NONE, RELU = 0, 1
@@ -202,3 +202,69 @@ def test_bench_profile_names_the_fused_ops(tmp_path, capsys):
     assert rows[1]["fused_into"] == 0 and rows[2]["fused_into"] == 0 and rows[0]["fused_into"] is None
     assert not rows[1]["folded"] and rows[1]["backend"] == "jit" and rows[1]["count"] == 0
     assert rows[0]["count"] == 3
+
+
+# ------------------------------------------------------------------------------------------ int8
+# An int8 CONV_2D's residual ADD (MobileNet v2's blocks: the projection, then x + block(x)) runs as a
+# gather from the ADD's table of pairs after the conv's output stage.
+
+Q_X, Q_CONV, Q_R, Q_Y = (0.05, -3), (0.08, 5), (0.06, -10), (0.1, 2)
+
+
+def _int8_block(*, residual_first: bool = False, out_conv: bool = False, residual_shape=None,
+                then_mul: bool = False) -> ModelBuilder:
+    """x -> CONV_2D 1x1 int8 (per-channel filter, bias) -> ADD(conv, r) [-> MUL(add, r)] -> y."""
+    g = rng(5)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", SHAPE, np.int8, quantization=Q_X)
+    r = sg.tensor("r", residual_shape or SHAPE, np.int8, quantization=Q_R)
+    scales = g.uniform(0.002, 0.01, 16).astype(np.float32)
+    w = sg.const("w", g.integers(-127, 128, (16, 1, 1, 16)).astype(np.int8),
+                 quantization=(scales, np.zeros(16, np.int64), 0))
+    b = sg.const("b", g.integers(-2000, 2000, 16).astype(np.int32),
+                 quantization=(scales * np.float32(Q_X[0]), np.zeros(16, np.int64), 0))
+    c = sg.tensor("conv", SHAPE, np.int8, quantization=Q_CONV)
+    y = sg.tensor("y", SHAPE, np.int8, quantization=Q_Y)
+    sg.inputs = [x, r]
+    sg.op("CONV_2D", [x, w, b], [c], padding=0, stride_h=1, stride_w=1, dilation_h_factor=1,
+          dilation_w_factor=1, fused_activation_function=NONE)
+    if then_mul:
+        a = sg.tensor("add", SHAPE, np.int8, quantization=Q_Y)
+        sg.op("ADD", [r, c] if residual_first else [c, r], [a], fused_activation_function=NONE)
+        sg.op("MUL", [a, r], [y], fused_activation_function=NONE)
+    else:
+        sg.op("ADD", [r, c] if residual_first else [c, r], [y], fused_activation_function=RELU)
+    sg.outputs = [y] + ([c] if out_conv else [])
+    return mb
+
+
+def _int8_inputs(mb: ModelBuilder, seed: int = 4) -> list[np.ndarray]:
+    sess = onert_py.infer.session(mb.to_bytes("tflite"), "cpu")
+    return [rng(seed + k).integers(-128, 128, i.dims).astype(np.int8)
+            for k, i in enumerate(sess.get_inputs_tensorinfo())]
+
+
+@pytest.mark.parametrize("variant", [{}, {"residual_first": True}, {"then_mul": True}],
+                         ids=["conv_first", "residual_first", "add_then_mul"])
+def test_int8_conv_takes_its_residual_add(variant):
+    mb = _int8_block(**variant)
+    data, ins = mb.to_bytes("tflite"), _int8_inputs(mb)
+    fused = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(fused) == [("CONV_2D", (1, 2) if variant.get("then_mul") else (1,))]
+    out = fused.infer(ins)[0]
+    np.testing.assert_array_equal(out, run_litert_builtin(mb, ins)[0])
+    for other in (onert_py.infer.session(data, "jit;cpu", fuse_ops=False), onert_py.infer.session(data, "cpu")):
+        assert not _fused(other)
+        np.testing.assert_array_equal(out, other.infer(ins)[0])
+
+
+@pytest.mark.parametrize("variant", [{"out_conv": True}, {"residual_shape": [1, 1, 1, 16]}],
+                         ids=["conv_is_an_output", "residual_broadcasts"])
+def test_int8_residual_add_left_apart(variant):
+    mb = _int8_block(**variant)
+    data, ins = mb.to_bytes("tflite"), _int8_inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert not _fused(sess)
+    for got, want in zip(sess.infer(ins), run_litert_builtin(mb, ins)):
+        np.testing.assert_array_equal(got, want)
