@@ -775,29 +775,37 @@ def softmax_quantized(ctx: KernelContext) -> Run:
             raise ctx.fail(f"int8 SOFTMAX output needs zero point -128 and scale 1/256, has {z_out} "
                            f"and {float(s_out)}")
     beta = _F32(ctx.options.get("beta", 1.0))
-    scale = _F32(-(_F32(qi.scale[0]) * beta))
-    table = _exp32((scale * np.arange(256, dtype=np.float32)).astype(np.float32))
-    out_dt = y_t.dtype
-    info = np.iinfo(out_dt)
-    trunc_half = out_dt == np.uint8
-    (a,), (o,) = ctx.inputs, ctx.outputs
-    v = ctx.values
+    table = _exp32((_F32(-(_F32(qi.scale[0]) * beta)) * np.arange(256, dtype=np.float32)).astype(np.float32))
+    return Softmax8(ctx, table, s_out, z_out)
 
-    def run() -> None:
-        x = np.asarray(v[a], np.int64)
+
+class Softmax8:
+    """The run of an 8-bit-input SOFTMAX (softmax_quantized), with what a compiled kernel needs to do the
+    same (`table`, `s_out`, `z_out`, `out_dtype`, `trunc_half`)."""
+
+    def __init__(self, ctx: KernelContext, table: np.ndarray, s_out: np.float32, z_out: int):
+        self.table, self.s_out, self.z_out = table, s_out, z_out
+        self.out_dtype = ctx.output_dtype()
+        self.trunc_half = self.out_dtype == np.uint8      # uint8: (int)(p + 0.5), the zero point ignored
+        (self._a,), (self._o,) = ctx.inputs, ctx.outputs
+        self._values = ctx.values
+
+    def __call__(self) -> None:
+        v, out_dt, s_out = self._values, self.out_dtype, self.s_out
+        info = np.iinfo(out_dt)
+        x = np.asarray(v[self._a], np.int64)
         if x.size == 0:
-            v[o] = np.zeros(x.shape, out_dt)
+            v[self._o] = np.zeros(x.shape, out_dt)
             return
-        e = table[x.max(axis=-1, keepdims=True) - x]
+        e = self.table[x.max(axis=-1, keepdims=True) - x]
         total = np.add.accumulate(e, axis=-1, dtype=np.float32)[..., -1:]   # in order, as LiteRT
         inv = (_F32(1) / (total * s_out).astype(np.float32)).astype(np.float32)
         p = (e * inv).astype(np.float32)
-        if trunc_half:
+        if self.trunc_half:
             q = to_int32_x86((p + _F32(0.5)).astype(np.float32))
         else:
-            q = to_int32_x86(round_half_away32(p)) + z_out
-        v[o] = np.clip(q, int(info.min), int(info.max)).astype(out_dt)
-    return run
+            q = to_int32_x86(round_half_away32(p)) + self.z_out
+        v[self._o] = np.clip(q, int(info.min), int(info.max)).astype(out_dt)
 
 
 @CPU.register("LOG_SOFTMAX", dtypes=("float32",))

@@ -12,7 +12,7 @@ import numpy as np
 
 from onert_py.backends.cpu._common import int_divide
 from onert_py.backends.cpu._quant import (same_type_qparams, 
-    multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
     multiply_by_quantized_multiplier_int64,
     quantize_multiplier,
     round_half_away32,
@@ -479,31 +479,11 @@ def mean(ctx: KernelContext) -> Run:
 
 @CPU.register_quantized("MEAN", dtypes=_Q_TYPES)
 def mean_quantized(ctx: KernelContext) -> Run:
-    """LiteRT's quantized MEAN, two paths:
-    - int8/uint8, keep_dims, rank 4, axes exactly {1, 2} (a global pool): the optimized Mean4D. The
-      raw sum S is rescaled by s_in / (n * s_out) (float32, QuantizeMultiplier) and offset by
-      zp_out - trunc(zp_in * s_in / s_out +- 0.5) (float32);
-    - otherwise the reference QuantizedMeanOrSum: (S - zp_in * n) rescaled by M / n, where M is
-      QuantizeMultiplier(s_in / s_out in double) with its multiplier widened by 2**k (k = floor(log2 n),
-      at most 32 and 31 + shift) and divided by n (integer division), plus zp_out, clamped."""
+    """LiteRT's quantized MEAN: each slice's raw sum (int64) rescaled as MeanRescale says for its path
+    (mean_is_pool: the optimized Mean4D of a global pool, else the reference), clamped to the type."""
     dt, s_in, z_in, s_out, z_out = _q_params(ctx)
     info = np.iinfo(dt)
-    base_mult, base_shift = quantize_multiplier(float(s_in) / float(s_out))
-    temp = _F32(_F32(_F32(z_in) * s_in) / s_out)
-    temp = _F32(temp + _F32(0.5)) if temp > 0 else _F32(temp - _F32(0.5))
-    pool_bias = z_out - int(np.trunc(temp))
-
-    def reference(x, axes, total, n):
-        k = min(n.bit_length() - 1, 32, 31 + base_shift)
-        mult = (base_mult << k) // n if k >= 0 else (base_mult >> -k) // n
-        shift = base_shift - k
-        shifted = np.asarray(total) - z_in * n
-        shifted = wrap_int32(shifted)        # an int32 accumulator
-        return multiply_by_quantized_multiplier(shifted, mult, shift) + z_out
-
-    def pool(x, axes, total, n):
-        mult, shift = quantize_multiplier(float(_F32(s_in / _F32(_F32(n) * s_out))))
-        return multiply_by_quantized_multiplier(np.asarray(total), mult, shift) + pool_bias
+    rescale = MeanRescale(s_in, z_in, s_out, z_out)
 
     def make(keep: bool):
         def reduce(x, axes):
@@ -512,11 +492,61 @@ def mean_quantized(ctx: KernelContext) -> Run:
             n = _count(x, axes)
             if n == 0 or x.size == 0:
                 return np.zeros(np.shape(total), dt)
-            is_pool = dt != np.int16 and keep and x.ndim == 4 and tuple(axes) == (1, 2)
-            r = (pool if is_pool else reference)(x, axes, total, n)
+            is_pool = mean_is_pool(dt, keep, x.ndim, axes)
+            offset, mult, shift, add = rescale(n, is_pool)
+            acc = np.asarray(total) if is_pool else wrap_int32(np.asarray(total) + offset)   # int32 in the reference
+            r = multiply_by_quantized_multiplier(acc, mult, shift) + add
+            vec = mean_vector_channels(dt, is_pool, x.shape[-1])
+            if vec:
+                r[..., :vec] = multiply_by_quantized_multiplier_half_up(acc[..., :vec], mult, shift) + add
             return np.clip(r, info.min, info.max).astype(dt)
         return reduce
     return _q_reducer(ctx, make)
+
+
+def mean_is_pool(dt: np.dtype, keep: bool, rank: int, axes: tuple) -> bool:
+    """Whether quantized MEAN takes LiteRT's optimized Mean4D (a global pool) rather than the reference."""
+    return dt != np.int16 and keep and rank == 4 and tuple(axes) == (1, 2)
+
+
+def mean_vector_channels(dt: np.dtype, is_pool: bool, channels: int) -> int:
+    """How many leading channels LiteRT's int8 Mean4D rescales in its vector body (blocks of 16, NEON
+    emulated on x86: vqrdmulh and a rounding shift, both halves up) rather than its scalar tail (the
+    reference rounding, halves away from zero): they differ on negative ties."""
+    return channels - channels % 16 if is_pool and dt == np.int8 else 0
+
+
+class MeanRescale:
+    """How quantized MEAN turns a slice's raw sum S of n values into the output: multiply_by_quantized_
+    multiplier(S + offset, mult, shift) + add (S + offset an int32 accumulator on the reference path).
+    - the optimized Mean4D (mean_is_pool): S rescaled by s_in / (n * s_out) (float32, QuantizeMultiplier),
+      offset by zp_out - trunc(zp_in * s_in / s_out +- 0.5) (float32);
+    - the reference QuantizedMeanOrSum: (S - zp_in * n) rescaled by M / n, where M is
+      QuantizeMultiplier(s_in / s_out in double) with its multiplier widened by 2**k (k = floor(log2 n),
+      at most 32 and 31 + shift) and divided by n (integer division), plus zp_out."""
+
+    def __init__(self, s_in, z_in: int, s_out, z_out: int):
+        self.s_in, self.z_in, self.s_out, self.z_out = s_in, z_in, s_out, z_out
+        self.base_mult, self.base_shift = quantize_multiplier(float(s_in) / float(s_out))
+        temp = _F32(_F32(_F32(z_in) * s_in) / s_out)
+        temp = _F32(temp + _F32(0.5)) if temp > 0 else _F32(temp - _F32(0.5))
+        self.pool_bias = z_out - int(np.trunc(temp))
+        self._cache: dict = {}
+
+    def __call__(self, n: int, is_pool: bool) -> tuple[int, int, int, int]:
+        """(offset, mult, shift, add) for slices of n values."""
+        key = (n, is_pool)
+        hit = self._cache.get(key)
+        if hit is None:
+            if is_pool:
+                mult, shift = quantize_multiplier(float(_F32(self.s_in / _F32(_F32(n) * self.s_out))))
+                hit = (0, mult, shift, self.pool_bias)
+            else:
+                k = min(n.bit_length() - 1, 32, 31 + self.base_shift)
+                mult = (self.base_mult << k) // n if k >= 0 else (self.base_mult >> -k) // n
+                hit = (-self.z_in * n, mult, self.base_shift - k, self.z_out)
+            self._cache[key] = hit
+        return hit
 
 
 # --------------------------------------------------------------------------------------------------

@@ -58,6 +58,14 @@ def test_mean_sum_saturate_at_type_ends(op, dt):
         _case(op, dt, x.shape, [3], False, fit_quantization((0.1, 0), dt), fit_quantization((0.01, 0), dt), x=x)
 
 
+@pytest.mark.parametrize("shape", [(1, 3, 3, 1280), (2, 4, 5, 40), (1, 2, 2, 16), (1, 7, 7, 15)], ids=str)
+@pytest.mark.parametrize("q", [((0.07, -3), (0.05, 4)), ((0.05, 3), (0.1, -2)), ((0.07, -3), (0.07, -3))])
+def test_mean_int8_global_pool_vector_channels(shape, q):
+    """int8 Mean4D rescales channels in blocks of 16 with NEON's roundings (halves up), the remaining
+    channels as the reference (halves away from zero): negative ties differ by one."""
+    _case("MEAN", np.int8, shape, [1, 2], True, *q, seed=sum(shape))
+
+
 def test_mean_large_reduction():
     # a reduced size above 2**16: the multiplier's widening shift and the int32 sum
     _case("MEAN", np.int8, (1, 300, 301), [1, 2], False, (0.07, -100), (0.002, 20))

@@ -133,3 +133,24 @@ def test_rank_beyond_litert_stays_on_cpu():
     backends, got = _run(mb, [x, x], "jit;cpu")
     assert backends == ["cpu"]
     np.testing.assert_array_equal(got, _run(mb, [x, x], "cpu")[1])
+
+
+# 8-bit-input SOFTMAX (backends/jit/activations.py): every value and parameter case is in
+# tests/backends/cpu/test_activations_quantized.py (run_onert runs both backends there, against LiteRT);
+# here, that the compiled loop is the kernel taken, and its cpu fallbacks.
+@pytest.mark.parametrize("dt, out, q_out", [(np.int8, np.int8, (1 / 256, -128)), (np.uint8, np.uint8, (0.003, 7)),
+                                            (np.int8, np.int16, (1 / 32768, 0))])
+def test_softmax_8bit_runs_compiled(dt, out, q_out):
+    info = np.iinfo(dt)
+    x = rng(8).integers(int(info.min), int(info.max), (3, 1000), endpoint=True).astype(dt)
+    mb = single_op_model("SOFTMAX", [("x", [3, 1000], dt, (0.07, 3))], [("y", [3, 1000], out, q_out)], beta=1.3)
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["jit"]
+    np.testing.assert_array_equal(got, run_litert_builtin(mb, [x])[0])
+
+
+def test_softmax_int16_and_dynamic_stay_on_cpu():
+    mb = single_op_model("SOFTMAX", [("x", [2, 5], np.int16, (0.01, 0))], [("y", [2, 5], np.int16, (1 / 32768, 0))])
+    assert _run(mb, [np.zeros((2, 5), np.int16)], "jit;cpu")[0] == ["cpu"]
+    mb = single_op_model("SOFTMAX", [("x", [-1, 5], np.int8, (0.1, 0))], [("y", [-1, 5], np.int8, (1 / 256, -128))])
+    assert _run(mb, [np.zeros((2, 5), np.int8)], "jit;cpu")[0] == ["cpu"]

@@ -1,0 +1,92 @@
+"""jit kernels of the activations family (cpu/activations.py): the 8-bit-input SOFTMAX of a quantized
+classifier's head, where numpy's dozen passes over a row of ten values cost ~25 us and a compiled loop
+~1 us. The table, parameters and checks are the cpu kernel's (Softmax8); the loop does its arithmetic
+value by value, in the same float32 steps."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from onert_py.backends.cpu._quant import qparams
+from onert_py.backends.cpu.activations import Softmax8
+from onert_py.backends.jit._numba import compile_now, kernel
+from onert_py.backends.registry import CPU, JIT, KernelContext, Run
+
+_F32 = np.float32
+
+
+@kernel
+def _to_int32_x86(v):
+    """_quant.to_int32_x86 of one float: truncation, INT32_MIN outside the int32 range or for NaN."""
+    d = np.float64(v)
+    if d >= -2147483648.0 and d < 2147483648.0:
+        return np.int64(math.trunc(d))
+    return np.int64(-2147483648)
+
+
+@kernel
+def _round_half_away(v):
+    """_quant.round_half_away32 of one float32 (exact in float64: |v| + 0.5 never rounds there, and
+    float32 values from 2**23 on are integers already)."""
+    d = np.float64(v)
+    return math.copysign(math.floor(abs(d) + 0.5), d)
+
+
+@kernel
+def _softmax_rows(x, table, s_out, z_out, lo, hi, trunc_half, y):
+    """Softmax8's arithmetic over rows of x [rows, n] (8-bit) into y [rows, n]: exp by table of
+    max - x, the row's float32 sum in order, p = e * (1 / (sum * s_out)), rounded to the output."""
+    for r in range(x.shape[0]):
+        row = x[r]
+        top = np.int64(row[0])
+        for i in range(1, row.size):
+            if np.int64(row[i]) > top:
+                top = np.int64(row[i])
+        total = _F32(0.0)
+        for i in range(row.size):
+            total += table[top - np.int64(row[i])]
+        inv = _F32(1.0) / _F32(total * s_out)
+        for i in range(row.size):
+            p = _F32(table[top - np.int64(row[i])] * inv)
+            if trunc_half:
+                q = _to_int32_x86(_F32(p + _F32(0.5)))
+            else:
+                q = _to_int32_x86(_round_half_away(p)) + z_out
+            y[r, i] = min(max(q, lo), hi)
+
+
+def _accepts_softmax(op, sg) -> bool:
+    """Static shapes, an 8-bit input with per-tensor parameters (int16 inputs: the cpu kernel)."""
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return False
+    x, y = sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]]
+    return (x.type_name in ("INT8", "UINT8") and not x.is_dynamic and not y.is_dynamic and len(x.shape) > 0
+            and qparams(x) is not None)
+
+
+@JIT.register_quantized("SOFTMAX", dtypes=("int8", "uint8"), accepts=_accepts_softmax)
+def softmax_quantized(ctx: KernelContext) -> Run:
+    """8-bit-input SOFTMAX: the cpu kernel's checks and table (Softmax8), one compiled loop per run."""
+    cpu = CPU.kernel("SOFTMAX", True)(ctx)
+    if not isinstance(cpu, Softmax8):
+        return cpu
+    shape = tuple(ctx.input_tensor(0).shape)
+    n = shape[-1]
+    info = np.iinfo(cpu.out_dtype)
+    lo, hi = int(info.min), int(info.max)
+    table, s_out, z_out, trunc = cpu.table, _F32(cpu.s_out), int(cpu.z_out), bool(cpu.trunc_half)
+    compile_now(_softmax_rows, np.zeros((1, 1), ctx.input_tensor(0).dtype), table, s_out, z_out, lo, hi, trunc,
+                np.zeros((1, 1), cpu.out_dtype))
+    (a,), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+
+    def run() -> None:
+        x = v[a]
+        if x.shape != shape or x.size == 0:
+            return cpu()
+        y = alloc(shape)
+        _softmax_rows(np.ascontiguousarray(x).reshape(-1, n), table, s_out, z_out, lo, hi, trunc, y.reshape(-1, n))
+        v[o] = y
+    return run

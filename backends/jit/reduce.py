@@ -1,0 +1,81 @@
+"""jit kernels of the reductions family (cpu/reduce.py): the 8-bit MEAN over height and width that ends
+a quantized CNN (global average pooling), where numpy's dozen passes over a few thousand values cost
+~30 us and one compiled loop ~2 us. The rescale is the cpu kernel's (MeanRescale, mean_is_pool); the
+loop sums each channel and applies it value by value (jit/conv.py's _requantize, the same fixed-point
+steps)."""
+from __future__ import annotations
+
+import numpy as np
+
+from onert_py.backends.cpu._quant import qparams, same_type_qparams
+from onert_py.backends.cpu.reduce import MeanRescale, mean_is_pool, mean_vector_channels
+from onert_py.backends.jit._numba import compile_now, kernel
+from onert_py.backends.jit.conv import _requantize
+from onert_py.backends.registry import CPU, JIT, KernelContext, Run
+
+
+@kernel
+def _mean_pixels(x, offset, mult, left, right, add, lo, hi, vec, acc, y):
+    """y[b, c] = the rescaled sum over pixels p of x[b, p, c] (x [N, P, C] 8-bit, acc [C] int64), the
+    first `vec` channels rounded halves up (mean_vector_channels)."""
+    for b in range(x.shape[0]):
+        acc[:] = 0
+        for p in range(x.shape[1]):
+            for c in range(x.shape[2]):
+                acc[c] += x[b, p, c]
+        for c in range(x.shape[2]):
+            y[b, c] = _requantize(acc[c] + offset, mult, left, right, c < vec, add, lo, hi)
+
+
+def _hw_axes(op, sg) -> bool:
+    """The constant axes of a rank-4 MEAN are exactly {1, 2} (height and width)."""
+    if len(op.inputs) != 2 or op.inputs[1] < 0:
+        return False
+    axes = sg.tensors[op.inputs[1]].data
+    if axes is None or axes.dtype.kind not in "iu":
+        return False
+    return sorted({int(a) % 4 for a in np.asarray(axes).reshape(-1)}) == [1, 2] and axes.size == 2
+
+
+def _accepts_mean(op, sg) -> bool:
+    """Static rank-4 8-bit input with per-tensor parameters, axes {1, 2}, sums that stay in int32."""
+    if len(op.outputs) != 1 or op.inputs[0] < 0 or not _hw_axes(op, sg):
+        return False
+    x = sg.tensors[op.inputs[0]]
+    if x.type_name not in ("INT8", "UINT8") or x.is_dynamic or len(x.shape) != 4 or qparams(x) is None:
+        return False
+    return 0 < x.shape[1] * x.shape[2] < (1 << 23)      # |sum| + |zp * n| < 2**31: no int32 wrap
+
+
+@JIT.register_quantized("MEAN", dtypes=("int8", "uint8"), accepts=_accepts_mean)
+def mean_quantized(ctx: KernelContext) -> Run:
+    """8-bit MEAN over height and width: the cpu kernel's checks and rescale, one compiled loop."""
+    cpu = CPU.kernel("MEAN", True)(ctx)     # the checks (and the fallback for other shapes)
+    ctx.expect_inputs(2)
+    dt, s_in, z_in, s_out, z_out = same_type_qparams(ctx, ("int8", "uint8"), "a quantized reduction")
+    shape = tuple(ctx.input_tensor(0).shape)
+    n = shape[1] * shape[2]
+    keep = bool(ctx.options.get("keep_dims", False))
+    is_pool = mean_is_pool(dt, keep, 4, (1, 2))
+    offset, mult, shift, add = MeanRescale(s_in, z_in, s_out, z_out)(n, is_pool)
+    vec = mean_vector_channels(dt, is_pool, shape[3])
+    left, right = max(shift, 0), max(-shift, 0)
+    info = np.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
+    out_shape = tuple(ctx.output_tensor(0).shape)
+    acc = np.zeros(shape[3], np.int64)
+    compile_now(_mean_pixels, np.zeros((1, 1, 1), dt), offset, mult, left, right, add, lo, hi, vec, acc,
+                np.zeros((1, 1), dt))
+    (x_i, _), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+
+    def run() -> None:
+        x = v[x_i]
+        if x.shape != shape:
+            return cpu()
+        y = alloc(out_shape)
+        _mean_pixels(np.ascontiguousarray(x).reshape(shape[0], n, shape[3]), offset, mult, left, right, add,
+                     lo, hi, vec, acc, y.reshape(shape[0], shape[3]))
+        v[o] = y
+    return run
