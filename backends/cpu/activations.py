@@ -781,18 +781,19 @@ def softmax_quantized(ctx: KernelContext) -> Run:
 
 class Softmax8:
     """The run of an 8-bit-input SOFTMAX (softmax_quantized), with what a compiled kernel needs to do the
-    same (`table`, `s_out`, `z_out`, `out_dtype`, `trunc_half`)."""
+    same (`table`, `s_out`, `z_out`, `out_dtype`, its range `lo`..`hi`, `trunc_half`)."""
 
     def __init__(self, ctx: KernelContext, table: np.ndarray, s_out: np.float32, z_out: int):
         self.table, self.s_out, self.z_out = table, s_out, z_out
         self.out_dtype = ctx.output_dtype()
+        info = np.iinfo(self.out_dtype)
+        self.lo, self.hi = int(info.min), int(info.max)
         self.trunc_half = self.out_dtype == np.uint8      # uint8: (int)(p + 0.5), the zero point ignored
         (self._a,), (self._o,) = ctx.inputs, ctx.outputs
         self._values = ctx.values
 
     def __call__(self) -> None:
         v, out_dt, s_out = self._values, self.out_dtype, self.s_out
-        info = np.iinfo(out_dt)
         x = np.asarray(v[self._a], np.int64)
         if x.size == 0:
             v[self._o] = np.zeros(x.shape, out_dt)
@@ -805,7 +806,7 @@ class Softmax8:
             q = to_int32_x86((p + _F32(0.5)).astype(np.float32))
         else:
             q = to_int32_x86(round_half_away32(p)) + self.z_out
-        v[self._o] = np.clip(q, int(info.min), int(info.max)).astype(out_dt)
+        v[self._o] = np.clip(q, self.lo, self.hi).astype(out_dt)
 
 
 @CPU.register("LOG_SOFTMAX", dtypes=("float32",))

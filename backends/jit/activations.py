@@ -73,8 +73,7 @@ def softmax_quantized(ctx: KernelContext) -> Run:
         return cpu
     shape = tuple(ctx.input_tensor(0).shape)
     n = shape[-1]
-    info = np.iinfo(cpu.out_dtype)
-    lo, hi = int(info.min), int(info.max)
+    lo, hi = cpu.lo, cpu.hi
     table, s_out, z_out, trunc = cpu.table, _F32(cpu.s_out), int(cpu.z_out), bool(cpu.trunc_half)
     compile_now(_softmax_rows, np.zeros((1, 1), ctx.input_tensor(0).dtype), table, s_out, z_out, lo, hi, trunc,
                 np.zeros((1, 1), cpu.out_dtype))

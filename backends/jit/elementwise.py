@@ -264,7 +264,7 @@ def _pairs_accepts(op, sg) -> bool:
     if len(op.inputs) != 2 or len(op.outputs) != 1 or min(op.inputs) < 0:
         return False
     ts = [sg.tensors[i] for i in (*op.inputs, op.outputs[0])]
-    if any(t.is_dynamic or qparams(t) is None or qparams(t).per_channel for t in ts):
+    if any(t.is_dynamic or (q := qparams(t)) is None or q.per_channel for t in ts):
         return False
     return not _broadcasts(tuple(ts[0].shape), tuple(ts[1].shape))
 
@@ -280,6 +280,14 @@ def _blocks(lookup: PairLookup, d0: tuple, d1: tuple) -> tuple[int, int] | None:
     return None if (offsets[:cut] != code).any() else (cut, code)
 
 
+def _table_and_blocks(ctx: KernelContext) -> tuple[Run, tuple[int, int] | None]:
+    """The cpu kernel of ctx's 8-bit ADD / SUB / MUL and, when it is a PairLookup whose codes by position
+    are whole blocks then a tail, their (cut, code) (_blocks); else None."""
+    lookup = CPU.kernel(ctx.op.opcode, True)(ctx)
+    d0, d1 = (tuple(ctx.input_tensor(i).shape) for i in (0, 1))
+    return lookup, (_blocks(lookup, d0, d1) if isinstance(lookup, PairLookup) else None)
+
+
 def _op_context(ctx: KernelContext, op) -> KernelContext:
     """ctx as the kernel of `op` (a fused chain's op) alone would see it."""
     c = copy.copy(ctx)
@@ -290,12 +298,11 @@ def _op_context(ctx: KernelContext, op) -> KernelContext:
 @JIT.register_quantized("ADD", "SUB", "MUL", dtypes=("int8", "uint8"), accepts=_pairs_accepts)
 def pairs_quantized(ctx: KernelContext) -> Run:
     """8-bit ADD / SUB / MUL of one shape: the cpu kernel's table, gathered in one compiled loop."""
-    lookup = CPU.kernel(ctx.op.opcode, True)(ctx)
-    d0, d1 = (tuple(ctx.input_tensor(i).shape) for i in (0, 1))
-    blocks = _blocks(lookup, d0, d1) if isinstance(lookup, PairLookup) else None
+    lookup, blocks = _table_and_blocks(ctx)
     if blocks is None:                     # not whole blocks and then a tail: the cpu kernel's way
         return lookup
     cut, code = blocks
+    d0, d1 = (tuple(ctx.input_tensor(i).shape) for i in (0, 1))
     compile_now(_gather_pairs, *(np.empty(1, np.uint8),) * 2, lookup.table, cut, code, lookup.table[:1])
     (a, b), (o,) = ctx.inputs, ctx.outputs
     v = ctx.values
@@ -344,9 +351,7 @@ def pairs_pass(ctx: KernelContext) -> Callable[[np.ndarray], np.ndarray] | None:
     steps = []
     carried = ctx.op.outputs[0]
     for op in ctx.epilogue:
-        lookup = CPU.kernel(op.opcode, True)(_op_context(ctx, op))
-        d0, d1 = (tuple(ctx.subgraph.tensors[t].shape) for t in op.inputs)
-        blocks = _blocks(lookup, d0, d1) if isinstance(lookup, PairLookup) else None
+        lookup, blocks = _table_and_blocks(_op_context(ctx, op))
         if blocks is None:
             raise ctx.fail(f"the fused {op.opcode} (operator {op.index}) has no table of pairs")
         first = op.inputs[0] == carried

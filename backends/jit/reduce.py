@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onert_py.backends.cpu._quant import qparams, same_type_qparams
-from onert_py.backends.cpu.reduce import MeanRescale, mean_is_pool, mean_vector_channels
+from onert_py.backends.cpu._quant import qparams
+from onert_py.backends.cpu.reduce import MeanRescale, _normalise_axes, _q_params, mean_is_pool, mean_vector_channels
 from onert_py.backends.jit._numba import compile_now, kernel
 from onert_py.backends.jit.conv import _requantize
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
@@ -28,13 +28,16 @@ def _mean_pixels(x, offset, mult, left, right, add, lo, hi, vec, acc, y):
 
 
 def _hw_axes(op, sg) -> bool:
-    """The constant axes of a rank-4 MEAN are exactly {1, 2} (height and width)."""
+    """The constant axes of a rank-4 MEAN are {1, 2} (height and width), as the cpu kernel normalises them."""
     if len(op.inputs) != 2 or op.inputs[1] < 0:
         return False
     axes = sg.tensors[op.inputs[1]].data
     if axes is None or axes.dtype.kind not in "iu":
         return False
-    return sorted({int(a) % 4 for a in np.asarray(axes).reshape(-1)}) == [1, 2] and axes.size == 2
+    try:
+        return _normalise_axes(axes, 4) == (1, 2)
+    except ValueError:
+        return False
 
 
 def _accepts_mean(op, sg) -> bool:
@@ -51,8 +54,7 @@ def _accepts_mean(op, sg) -> bool:
 def mean_quantized(ctx: KernelContext) -> Run:
     """8-bit MEAN over height and width: the cpu kernel's checks and rescale, one compiled loop."""
     cpu = CPU.kernel("MEAN", True)(ctx)     # the checks (and the fallback for other shapes)
-    ctx.expect_inputs(2)
-    dt, s_in, z_in, s_out, z_out = same_type_qparams(ctx, ("int8", "uint8"), "a quantized reduction")
+    dt, s_in, z_in, s_out, z_out = _q_params(ctx)
     shape = tuple(ctx.input_tensor(0).shape)
     n = shape[1] * shape[2]
     keep = bool(ctx.options.get("keep_dims", False))
