@@ -317,14 +317,23 @@ class DepthwisePlan:
         return y
 
 
+def _sgemm(w2: np.ndarray):
+    def product(a: np.ndarray, y2: np.ndarray) -> None:
+        np.matmul(a, w2, out=y2)
+    return product
+
+
 class ConvPlan:
     """Non-grouped N-d convolution for one input shape [N, *S, C]; w2 is [KH*..*C, O] in (taps, channel)
     order. The bias is added to the output viewed as long rows (a broadcast over a short last axis is
     several times slower)."""
 
     def __init__(self, x_shape, w2: np.ndarray, filt, strides, dils, out, pads, bias: np.ndarray | None,
-                 owner=None):
+                 owner=None, product=None):
         nd = len(filt)
+        # product(a, y2): y2[m, cout] = a[m, k] @ w2 (a is C- or Fortran-contiguous); the jit backend
+        # passes its own GEMM here (with the bias and clamp in it), the default is BLAS's sgemm.
+        self.product = product if product is not None else _sgemm(w2)
         n, sp, c = x_shape[0], x_shape[1:-1], x_shape[-1]
         k, cout = w2.shape
         self.out_shape = (n,) + tuple(out) + (cout,)
@@ -378,7 +387,7 @@ class ConvPlan:
         y = np.empty(self.out_shape, _F32) if out is None else out
         y2 = y.reshape(m, -1)
         if kind == "pointwise":
-            np.matmul(x.reshape(m, -1), self.w2, out=y2)
+            self.product(x.reshape(m, -1), y2)
         elif kind == "im2col":
             if self.direct:
                 view = np.ndarray(self.vshape, _F32, buffer=np.ascontiguousarray(x), strides=self.vstrides)
@@ -393,7 +402,7 @@ class ConvPlan:
                              if self.cols_arena is not None else None)
             cols = self.cols if self.cols is not None else np.empty(self.vshape, _F32)
             np.copyto(cols, view)
-            np.matmul(cols.reshape(-1, m).T if self.transposed else cols.reshape(m, -1), self.w2, out=y2)
+            self.product(cols.reshape(-1, m).T if self.transposed else cols.reshape(m, -1), y2)
         else:   # channel-sum
             np.matmul(self.dw.run(x).reshape(m, -1), self.ones, out=y2)
         if self.bias is not None:

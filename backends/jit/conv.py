@@ -52,6 +52,7 @@ from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _bi
                                         _strides_dilations, _window_geometry, conv_output_size, pad_spatial,
                                         window_view)
 from onert_py.backends.cpu.elementwise import _activation_range
+from onert_py.backends.jit._gemm import gemm_wins, packed_product
 from onert_py.backends.jit._numba import kernel, prange
 from onert_py.backends.jit.elementwise import (_op_context, epilogue_fits, epilogue_pass, pairs_epilogue_fits,
                                                pairs_pass, unfused)
@@ -545,8 +546,13 @@ def conv_2d(ctx: KernelContext) -> Run:
     cout, kh, kw, _ = w.shape
     strides, dils = _strides_dilations(ctx)
     bias = _bias(ctx, 2, cout)
-    finish = epilogue_pass(ctx, bias, _CONV_CLAMPS.get(ctx.options.get("fused_activation_function") or NONE))
-    return conv_plan_run(ctx, conv_2d_matrix(w, groups)[0], (kh, kw), strides, dils, None, finish)
+    bounds = _CONV_CLAMPS.get(ctx.options.get("fused_activation_function") or NONE)
+    w2 = conv_2d_matrix(w, groups)[0]
+    if gemm_wins(cout):     # bias and clamp in the GEMM's registers; the epilogue does the fused ops
+        product = packed_product(w2, bias, bounds, _PARALLEL_MIN)
+        return conv_plan_run(ctx, w2, (kh, kw), strides, dils, None, epilogue_pass(ctx, None), product)
+    finish = epilogue_pass(ctx, bias, bounds)
+    return conv_plan_run(ctx, w2, (kh, kw), strides, dils, None, finish)
 
 
 # -------------------------------------------------------------------- quantized (int8) kernels

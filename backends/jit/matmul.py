@@ -23,6 +23,8 @@ from numba import get_num_threads
 from onert_py.backends.cpu._quant import activation_range, qparams, quantize_multipliers
 from onert_py.backends.cpu.conv import _CLAMPS
 from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _product_multiplier
+from onert_py.backends.jit._gemm import gemm_wins, packed_product
+from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
 from onert_py.backends.jit.conv import _compile_time, _static
 from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, unfused
 from onert_py.backends.jit._numba import kernel, prange
@@ -203,9 +205,10 @@ def _accepts_float(op, sg) -> bool:
 
 @JIT.register("FULLY_CONNECTED", dtypes=("float32",), accepts=_accepts_float, epilogue=epilogue_fits)
 def fully_connected(ctx: KernelContext) -> Run:
-    """The cpu kernel's product (one sgemm on the weights stored transposed, or a gemv for one row),
-    then the bias, the activation and the elementwise ops fused after it (ctx.epilogue) in one compiled
-    pass over the output. An input of another shape than declared takes the cpu kernel (and the
+    """The packed GEMM (jit/_gemm.py: bias and clamp in its registers) where it wins, else the cpu
+    kernel's product (one sgemm on the weights stored transposed, or a gemv for one row) and the bias
+    and activation in the epilogue pass; the elementwise ops fused after it (ctx.epilogue) in one
+    compiled pass over the output. An input of another shape than declared takes the cpu kernel (and the
     epilogue as a pass of its own)."""
     other_shapes = unfused(ctx, CPU.kernel("FULLY_CONNECTED"))
     w, b = ctx.const(1), ctx.const(2)
@@ -216,13 +219,26 @@ def fully_connected(ctx: KernelContext) -> Run:
     out_shape = tuple(ctx.output_tensor(0).shape)
     m = int(np.prod(x_shape, dtype=np.int64)) // depth
     bias = None if b is None else np.array(b, np.float32).reshape(-1)
-    finish = epilogue_pass(ctx, bias, _CLAMPS.get(ctx.options.get("fused_activation_function") or 0))
+    bounds = _CLAMPS.get(ctx.options.get("fused_activation_function") or 0)
     rows = np.ascontiguousarray(w, dtype=np.float32)
-    wt = rows.T if m == 1 else np.ascontiguousarray(rows.T)
     x_i, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     alloc = ctx.output_buffer(0)
     flat_in, flat_out = (m, depth), (m, units)
+    if gemm_wins(units):     # the packed GEMM with bias and clamp in registers; the epilogue: fused ops
+        product = packed_product(rows.T, bias, bounds, _PARALLEL_MIN_FLOAT)
+        fused = epilogue_pass(ctx, None)
+
+        def run_gemm() -> None:
+            x = v[x_i]
+            if x.shape != x_shape or x.dtype != np.float32:
+                return other_shapes()
+            y = alloc(out_shape)
+            product(x.reshape(flat_in), y.reshape(flat_out))
+            v[o] = fused(y) if fused is not None else y
+        return run_gemm
+    finish = epilogue_pass(ctx, bias, bounds)
+    wt = rows.T if m == 1 else np.ascontiguousarray(rows.T)
 
     def run() -> None:
         x = v[x_i]

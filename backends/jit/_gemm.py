@@ -1,0 +1,225 @@
+"""A float32 GEMM for constant right-hand sides (convolution filters, FULLY_CONNECTED weights), with the
+bias and a clamp applied in registers: C = clamp(A @ B + bias, lo, hi).
+
+B is packed once, at prepare time, into panels of PANEL = 2 x LANES columns ([panels, K, PANEL], zero
+padded past N). The kernel holds a block of 6 rows x one panel of C in 12 vector accumulators
+(jit/_simd.py) and, for each k, loads the panel's two vectors once and broadcasts each row's A value
+into them: 12 fused multiply-adds per 2 loads and 6 broadcasts. Each output is one sum over k in
+order, with fused multiply-adds, as XNNPACK's micro-kernels compute it (not OpenBLAS's order: results
+differ from the cpu kernel's sgemm by rounding, within the conformance tolerances).
+
+Measured (one thread, AVX-512 on a 2-core EPYC VM, 1x1 convolutions of the mediapipe models: M = 256..4096,
+K, N = 24..128): ~55 multiply-adds/ns, against OpenBLAS's sgemm at 33-48 on the same shapes.
+A is read through strides (sm, sk) so that a transposed im2col matrix needs no copy.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numba
+import numpy as np
+from numba import get_num_threads
+
+from onert_py.backends.jit._numba import kernel, prange
+from onert_py.backends.jit._simd import (LANES, vadd, vclamp, vfma, vload, vsplat, vsplat_at, vstore, vstore_first,
+                                        vzero)
+
+_inline = numba.njit(inline="always")   # compiled into the caller, where literal arguments propagate
+
+PANEL = 2 * LANES     # columns of C per panel: two vectors
+_ROWS = 6             # rows of C per register block
+
+
+def pack_panels(b: np.ndarray) -> np.ndarray:
+    """B [K, N] as the kernel reads it: panels of PANEL columns, each [K, PANEL] contiguous, flat."""
+    k, n = b.shape
+    panels = -(-n // PANEL)
+    padded = np.zeros((k, panels * PANEL), np.float32)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, PANEL).transpose(1, 0, 2)).reshape(-1)
+
+
+def pad_bias(bias: np.ndarray | None, n: int) -> np.ndarray:
+    """The bias (zeros when None) padded to whole panels, as the kernel loads it."""
+    out = np.zeros(-(-n // PANEL) * PANEL, np.float32)
+    if bias is not None:
+        out[:n] = np.asarray(bias, np.float32).reshape(-1)
+    return out
+
+
+@_inline
+def _store(c, at, v0, v1, cols):
+    """c[at : at + cols] = the first `cols` lanes of (v0, v1); a literal cols = PANEL compiles to two
+    plain vector stores, others to masked ones."""
+    if cols == PANEL:
+        vstore(c, at, v0)
+        vstore(c, at + LANES, v1)
+    else:
+        vstore_first(c, at, v0, min(cols, LANES))
+        if cols > LANES:
+            vstore_first(c, at + LANES, v1, cols - LANES)
+
+
+@_inline
+def _panel(a, sm, sk, bp, base, bias0, bias1, lov, hiv, c, col, cols, m0, m1, K, N):
+    """Rows m0..m1 of C's columns col..col + cols from the packed panel at bp[base:]."""
+    m = m0
+    while m + _ROWS <= m1:
+        c00 = vzero(); c01 = vzero(); c10 = vzero(); c11 = vzero(); c20 = vzero(); c21 = vzero()  # noqa: E702
+        c30 = vzero(); c31 = vzero(); c40 = vzero(); c41 = vzero(); c50 = vzero(); c51 = vzero()  # noqa: E702
+        r = m * sm
+        for k in range(K):
+            b0 = vload(bp, base + k * PANEL)
+            b1 = vload(bp, base + k * PANEL + LANES)
+            at = r + k * sk
+            x = vsplat_at(a, at)
+            c00 = vfma(x, b0, c00); c01 = vfma(x, b1, c01)  # noqa: E702
+            x = vsplat_at(a, at + sm)
+            c10 = vfma(x, b0, c10); c11 = vfma(x, b1, c11)  # noqa: E702
+            x = vsplat_at(a, at + 2 * sm)
+            c20 = vfma(x, b0, c20); c21 = vfma(x, b1, c21)  # noqa: E702
+            x = vsplat_at(a, at + 3 * sm)
+            c30 = vfma(x, b0, c30); c31 = vfma(x, b1, c31)  # noqa: E702
+            x = vsplat_at(a, at + 4 * sm)
+            c40 = vfma(x, b0, c40); c41 = vfma(x, b1, c41)  # noqa: E702
+            x = vsplat_at(a, at + 5 * sm)
+            c50 = vfma(x, b0, c50); c51 = vfma(x, b1, c51)  # noqa: E702
+        at = m * N + col
+        _store(c, at, vclamp(vadd(c00, bias0), lov, hiv), vclamp(vadd(c01, bias1), lov, hiv), cols)
+        _store(c, at + N, vclamp(vadd(c10, bias0), lov, hiv), vclamp(vadd(c11, bias1), lov, hiv), cols)
+        _store(c, at + 2 * N, vclamp(vadd(c20, bias0), lov, hiv), vclamp(vadd(c21, bias1), lov, hiv), cols)
+        _store(c, at + 3 * N, vclamp(vadd(c30, bias0), lov, hiv), vclamp(vadd(c31, bias1), lov, hiv), cols)
+        _store(c, at + 4 * N, vclamp(vadd(c40, bias0), lov, hiv), vclamp(vadd(c41, bias1), lov, hiv), cols)
+        _store(c, at + 5 * N, vclamp(vadd(c50, bias0), lov, hiv), vclamp(vadd(c51, bias1), lov, hiv), cols)
+        m += _ROWS
+    while m < m1:           # the last rows, one at a time
+        c00 = vzero()
+        c01 = vzero()
+        r = m * sm
+        for k in range(K):
+            x = vsplat_at(a, r + k * sk)
+            c00 = vfma(x, vload(bp, base + k * PANEL), c00)
+            c01 = vfma(x, vload(bp, base + k * PANEL + LANES), c01)
+        _store(c, m * N + col, vclamp(vadd(c00, bias0), lov, hiv), vclamp(vadd(c01, bias1), lov, hiv), cols)
+        m += 1
+
+
+@_inline
+def _half_panel(a, sm, sk, bp, base, bias0, lov, hiv, c, col, cols, m0, m1, K, N):
+    """_panel for a last panel of at most LANES columns: one vector per row, 8 rows a block (8 chains of
+    multiply-adds keep both FMA units busy; a whole panel would spend half its work on padding)."""
+    m = m0
+    while m + 8 <= m1:
+        c0 = vzero(); c1 = vzero(); c2 = vzero(); c3 = vzero()  # noqa: E702
+        c4 = vzero(); c5 = vzero(); c6 = vzero(); c7 = vzero()  # noqa: E702
+        r = m * sm
+        for k in range(K):
+            b0 = vload(bp, base + k * PANEL)
+            at = r + k * sk
+            c0 = vfma(vsplat_at(a, at), b0, c0)
+            c1 = vfma(vsplat_at(a, at + sm), b0, c1)
+            c2 = vfma(vsplat_at(a, at + 2 * sm), b0, c2)
+            c3 = vfma(vsplat_at(a, at + 3 * sm), b0, c3)
+            c4 = vfma(vsplat_at(a, at + 4 * sm), b0, c4)
+            c5 = vfma(vsplat_at(a, at + 5 * sm), b0, c5)
+            c6 = vfma(vsplat_at(a, at + 6 * sm), b0, c6)
+            c7 = vfma(vsplat_at(a, at + 7 * sm), b0, c7)
+        at = m * N + col
+        vstore_first(c, at, vclamp(vadd(c0, bias0), lov, hiv), cols)
+        vstore_first(c, at + N, vclamp(vadd(c1, bias0), lov, hiv), cols)
+        vstore_first(c, at + 2 * N, vclamp(vadd(c2, bias0), lov, hiv), cols)
+        vstore_first(c, at + 3 * N, vclamp(vadd(c3, bias0), lov, hiv), cols)
+        vstore_first(c, at + 4 * N, vclamp(vadd(c4, bias0), lov, hiv), cols)
+        vstore_first(c, at + 5 * N, vclamp(vadd(c5, bias0), lov, hiv), cols)
+        vstore_first(c, at + 6 * N, vclamp(vadd(c6, bias0), lov, hiv), cols)
+        vstore_first(c, at + 7 * N, vclamp(vadd(c7, bias0), lov, hiv), cols)
+        m += 8
+    while m < m1:
+        c0 = vzero()
+        r = m * sm
+        for k in range(K):
+            c0 = vfma(vsplat_at(a, r + k * sk), vload(bp, base + k * PANEL), c0)
+        vstore_first(c, m * N + col, vclamp(vadd(c0, bias0), lov, hiv), cols)
+        m += 1
+
+
+@_inline
+def _rows(a, sm, sk, bp, bias, lo, hi, c, m0, m1, K, N):
+    """Rows m0..m1 of C (flat, row stride N), panel by panel: the whole ones, then the last, partial one."""
+    lov, hiv = vsplat(lo), vsplat(hi)
+    whole = N // PANEL
+    for p in range(whole):
+        _panel(a, sm, sk, bp, p * K * PANEL, vload(bias, p * PANEL), vload(bias, p * PANEL + LANES), lov, hiv,
+               c, p * PANEL, PANEL, m0, m1, K, N)
+    p = whole
+    if N - p * PANEL > LANES:
+        _panel(a, sm, sk, bp, p * K * PANEL, vload(bias, p * PANEL), vload(bias, p * PANEL + LANES), lov, hiv,
+               c, p * PANEL, N - p * PANEL, m0, m1, K, N)
+    elif N > p * PANEL:
+        _half_panel(a, sm, sk, bp, p * K * PANEL, vload(bias, p * PANEL), lov, hiv, c, p * PANEL, N - p * PANEL,
+                    m0, m1, K, N)
+
+
+@kernel
+def _rows_of(a, sm, sk, bp, bias, lo, hi, c, m0, m1, K, N):
+    """_rows compiled for rows of A contiguous (sk = 1) and for columns contiguous (sm = 1), as literal
+    arguments: the 6 rows' addresses then need no multiply per k (a runtime stride kept LLVM's integer
+    registers spilling, 10-20 % slower)."""
+    if sk == 1:
+        _rows(a, sm, 1, bp, bias, lo, hi, c, m0, m1, K, N)
+    else:
+        _rows(a, 1, sk, bp, bias, lo, hi, c, m0, m1, K, N)
+
+
+@kernel(parallel=True)
+def gemm(a, sm, sk, bp, bias, lo, hi, c, M, K, N, chunks):
+    """c[m * N + n] = clamp(sum_k a[m * sm + k * sk] * B[k, n] + bias[n], lo, hi) for m < M, n < N (sk = 1
+    or sm = 1: rows or columns of A contiguous), with
+    B packed by pack_panels and bias padded by pad_bias; the rows in `chunks` parts (multiples of the
+    register block) on numba's threads when chunks > 1. The caller checks the sizes: nothing here does."""
+    if chunks > 1:
+        blocks = (M + _ROWS - 1) // _ROWS
+        for t in prange(chunks):
+            q = np.int64(t)
+            _rows_of(a, sm, sk, bp, bias, lo, hi, c, min(M, q * blocks // chunks * _ROWS),
+                  min(M, (q + 1) * blocks // chunks * _ROWS), K, N)
+    else:
+        _rows_of(a, sm, sk, bp, bias, lo, hi, c, 0, M, K, N)
+
+
+def padded_width(n: int) -> int:
+    """Columns the kernel computes for N: whole panels, then a half or whole panel for the rest."""
+    whole, rest = divmod(n, PANEL)
+    return whole * PANEL + (0 if rest == 0 else LANES if rest <= LANES else PANEL)
+
+
+def gemm_wins(n: int) -> bool:
+    """The packed GEMM (with its bias and clamp) measured at or above OpenBLAS's sgemm (without them)
+    when at least 70 % of the columns it computes are N's (K = 48, M = 64 and 1024, AVX-512: N = 8 0.85x,
+    12-16 1.05-1.25x, 20 0.7-0.9x, 24-128 1.0-1.27x); below that padding costs more than it saves."""
+    return n >= 1 and n >= 0.7 * padded_width(n)
+
+
+def packed_product(w: np.ndarray, bias: np.ndarray | None, bounds: tuple[float, float] | None,
+                   parallel_min: int) -> Callable[[np.ndarray, np.ndarray], None]:
+    """product(a, y2): y2 = clamp(a @ w + bias) (bounds None: no clamp; NaN kept) for a [M, K] float32
+    with rows or columns contiguous and y2 [M, N] C-contiguous float32; the rows split over numba's threads
+    from `parallel_min` multiply-adds on."""
+    k, n = w.shape
+    panels = pack_panels(np.asarray(w, np.float32))
+    b = pad_bias(bias, n)
+    lo, hi = (np.float32(-np.inf), np.float32(np.inf)) if bounds is None else (np.float32(x) for x in bounds)
+
+    def product(a: np.ndarray, y2: np.ndarray) -> None:
+        m = a.shape[0]
+        if not a.flags.writeable:       # numba compiles read-only arrays apart: copy instead
+            a = np.array(a, np.float32, order="C")
+        if a.flags.c_contiguous:
+            flat, sm, sk = a.reshape(-1), k, 1
+        elif a.flags.f_contiguous:
+            flat, sm, sk = a.T.reshape(-1), 1, m
+        else:
+            flat, sm, sk = np.ascontiguousarray(a).reshape(-1), k, 1
+        chunks = min(get_num_threads(), -(-m // _ROWS)) if m * k * n >= parallel_min else 1
+        gemm(flat, sm, sk, panels, b, lo, hi, y2.reshape(-1), m, k, n, chunks)
+    return product

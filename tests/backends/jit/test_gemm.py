@@ -1,0 +1,138 @@
+"""The jit backend's packed GEMM (backends/jit/_gemm.py) against a float64 product, within the bound a
+float32 sum of K products can be off by (an independent formula, not our own output), over the shapes its
+blocking distinguishes: whole panels, a partial panel of more or fewer than one vector, a half panel,
+rows past the last 6-row (and 8-row) block, K = 1, A by rows and by columns, threads; and the bias and
+clamp it applies in registers (NaN kept, as np.clip)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from onert_py.backends.jit._gemm import LANES, PANEL, gemm, gemm_wins, pack_panels, packed_product, pad_bias  # noqa: E402
+from onert_py.backends.jit._simd import VECTOR  # noqa: E402
+
+EPS = float(np.finfo(np.float32).eps)
+
+
+def _bound(a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """|float32 result - exact| <= (K + 2) * eps * (sum_k |a b| + |bias|): K roundings of the sum,
+    one of the bias add, and the inputs' own float32 products are exact in float64."""
+    k = a.shape[1]
+    return (k + 2) * EPS * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)) + 1e-30
+
+
+def _exact(a, b, bias, lo=-np.inf, hi=np.inf):
+    return np.clip(a.astype(np.float64) @ b.astype(np.float64) + bias, lo, hi)
+
+
+def _run(a, b, bias, lo=-np.inf, hi=np.inf, chunks=1, by_columns=False):
+    m, k = a.shape
+    n = b.shape[1]
+    c = np.full(m * n + 7, 12345.0, np.float32)       # guard values past the end: never written
+    if by_columns:
+        flat, sm, sk = np.ascontiguousarray(a.T).reshape(-1), 1, m
+    else:
+        flat, sm, sk = a.reshape(-1), k, 1
+    gemm(flat, sm, sk, pack_panels(b), pad_bias(bias, n), np.float32(lo), np.float32(hi), c, m, k, n, chunks)
+    assert np.all(c[m * n:] == 12345.0)
+    return c[:m * n].reshape(m, n)
+
+
+# N around the panel (2 vectors) and half-panel (1 vector) widths; M around the 6- and 8-row blocks
+NS = sorted({1, 2, LANES - 1, LANES, LANES + 1, PANEL - 1, PANEL, PANEL + 3, PANEL + LANES, 2 * PANEL + 5})
+MS = [1, 5, 6, 7, 8, 13, 50]
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("m", MS)
+def test_gemm_within_the_float32_sum_bound(m, n):
+    g = np.random.default_rng(m * 100 + n)
+    k = 37
+    a = g.normal(size=(m, k)).astype(np.float32)
+    b = g.normal(size=(k, n)).astype(np.float32)
+    bias = g.normal(size=n).astype(np.float32)
+    got = _run(a, b, bias)
+    assert np.all(np.abs(got - _exact(a, b, bias)) <= _bound(a, b, bias))
+    # A read by columns (a transposed im2col matrix) sums in the same order: the same bits
+    np.testing.assert_array_equal(_run(a, b, bias, by_columns=True), got)
+
+
+@pytest.mark.parametrize("k", [1, 2, 300])
+def test_gemm_depths(k):
+    g = np.random.default_rng(k)
+    a = g.normal(size=(19, k)).astype(np.float32)
+    b = g.normal(size=(k, PANEL + 5)).astype(np.float32)
+    bias = np.zeros(PANEL + 5, np.float32)
+    got = _run(a, b, bias)
+    assert np.all(np.abs(got - _exact(a, b, bias)) <= _bound(a, b, bias))
+
+
+def test_gemm_sums_in_order_with_fused_multiply_adds():
+    # each output is fma(a_k, b_k, acc) over k in order: a case where any other order or a separate
+    # rounding of the product gives another float32
+    a = np.array([[1.0 + 2.0 ** -12, 1.0]], np.float32)     # (1 + 2^-12)^2 - 1 = 2^-11 + 2^-24
+    b = np.array([[1.0 + 2.0 ** -12], [-1.0]], np.float32)
+    acc = np.float32(0)
+    for ak, bk in zip(a[0], b[:, 0]):
+        acc = np.float32(np.float64(ak) * np.float64(bk) + np.float64(acc))   # one rounding per step
+    got = _run(a, b, np.zeros(1, np.float32))
+    assert got[0, 0] == acc
+    assert acc != np.float32(a[0].astype(np.float64) @ b[:, 0].astype(np.float64))   # the order shows
+
+
+def test_gemm_threads_give_the_same_bits():
+    g = np.random.default_rng(3)
+    a = g.normal(size=(97, 20)).astype(np.float32)
+    b = g.normal(size=(20, PANEL + 7)).astype(np.float32)
+    bias = g.normal(size=PANEL + 7).astype(np.float32)
+    one = _run(a, b, bias)
+    for chunks in (2, 3, 16):
+        np.testing.assert_array_equal(_run(a, b, bias, chunks=chunks), one)
+
+
+def test_gemm_bias_and_clamp_keep_nan_and_inf():
+    k, n = 4, LANES + 3
+    a = np.ones((7, k), np.float32)
+    a[1, 0] = np.nan
+    a[2, 0] = np.inf
+    a[3, 0] = -np.inf
+    b = np.ones((k, n), np.float32)
+    bias = np.linspace(-3, 3, n).astype(np.float32)
+    got = _run(a, b, bias, lo=0.0, hi=6.0)
+    assert np.all(np.isnan(got[1]))                    # NaN passes the clamp, as np.clip
+    assert np.all(got[2] == 6.0) and np.all(got[3] == 0.0)
+    np.testing.assert_array_equal(got[0], np.clip(4 + bias, 0, 6))
+
+
+def test_packed_product_reads_rows_columns_and_read_only_arrays():
+    g = np.random.default_rng(5)
+    a = g.normal(size=(30, 11)).astype(np.float32)
+    w = g.normal(size=(11, 24)).astype(np.float32)
+    bias = g.normal(size=24).astype(np.float32)
+    product = packed_product(w, bias, (0.0, 6.0), parallel_min=1 << 40)
+    out = np.empty((30, 24), np.float32)
+    product(a, out)
+    expected = _exact(a, w, bias, 0.0, 6.0)
+    assert np.all(np.abs(out - expected) <= _bound(a, w, bias))
+    for variant in (np.asfortranarray(a), a[:, :]):
+        again = np.empty_like(out)
+        product(variant, again)
+        np.testing.assert_array_equal(again, out)
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    again = np.empty_like(out)
+    product(frozen, again)
+    np.testing.assert_array_equal(again, out)
+    strided = np.empty((30, 22), np.float32)[:, ::2]     # neither rows nor columns contiguous
+    strided[...] = a
+    product(strided, again)
+    np.testing.assert_array_equal(again, out)
+
+
+def test_gemm_wins_rule():
+    # taken where at most 30 % of the columns computed are padding
+    assert gemm_wins(PANEL) and gemm_wins(2 * PANEL) and gemm_wins(LANES)
+    assert not gemm_wins(2) and not gemm_wins(0)
+    assert VECTOR.lanes == LANES
