@@ -329,11 +329,15 @@ class ConvPlan:
     several times slower)."""
 
     def __init__(self, x_shape, w2: np.ndarray, filt, strides, dils, out, pads, bias: np.ndarray | None,
-                 owner=None, product=None):
+                 owner=None, product=None, windows_product=None):
         nd = len(filt)
         # product(a, y2): y2[m, cout] = a[m, k] @ w2 (a is C- or Fortran-contiguous); the jit backend
         # passes its own GEMM here (with the bias and clamp in it), the default is BLAS's sgemm.
+        # windows_product(xp, geo, y2): the same product read from the windows of the zero-bordered input
+        # xp in place (no im2col copy), for 2-D convolutions with dilation_w 1; geo = (OH, OW, Hp, Wp, C,
+        # sh, sw, dh, KH, KW).
         self.product = product if product is not None else _sgemm(w2)
+        self.windows_product = windows_product if nd == 2 and dils[-1] == 1 else None
         n, sp, c = x_shape[0], x_shape[1:-1], x_shape[-1]
         k, cout = w2.shape
         self.out_shape = (n,) + tuple(out) + (cout,)
@@ -370,7 +374,11 @@ class ConvPlan:
             self.padded = None if self.direct else Padded(owner, (n,) + padded + (c,),
                                                           [(a, s) for s, (a, _) in zip(sp, pads)])
             self.view = None
-            self.cols_arena = arena(owner, "cols") if m * k * _ISZ <= _KEEP_COLS_BYTES else None
+            if self.windows_product is not None:
+                self.geo = np.array([*out, *padded, c, *strides, dils[0], *filt], np.int64)
+                self.cols_arena = None
+            else:
+                self.cols_arena = arena(owner, "cols") if m * k * _ISZ <= _KEEP_COLS_BYTES else None
             if self.cols_arena is not None:
                 self.cols_arena.reserve(m * k)
             self.cols = None
@@ -388,6 +396,14 @@ class ConvPlan:
         y2 = y.reshape(m, -1)
         if kind == "pointwise":
             self.product(x.reshape(m, -1), y2)
+        elif kind == "im2col" and self.windows_product is not None:
+            if self.direct:
+                xp = np.ascontiguousarray(x)
+            else:
+                xp = self.padded.array if self.padded.array is not None else self.padded.bind()
+                self.padded.clear_border()
+                self.padded.interior[...] = x
+            self.windows_product(xp.reshape(-1), self.geo, y2)
         elif kind == "im2col":
             if self.direct:
                 view = np.ndarray(self.vshape, _F32, buffer=np.ascontiguousarray(x), strides=self.vstrides)

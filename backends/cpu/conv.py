@@ -176,17 +176,18 @@ def _planned_run(ctx: KernelContext, make_plan: Callable, act) -> Run:
 
 
 def conv_plan_run(ctx: KernelContext, w2: np.ndarray, filt: tuple[int, ...], strides: tuple[int, ...],
-                  dils: tuple[int, ...], bias: np.ndarray | None, finish, product=None) -> Run:
+                  dils: tuple[int, ...], bias: np.ndarray | None, finish, product=None,
+                  windows_product=None) -> Run:
     """A float32 convolution of one group (w2 [prod(filt) * Cin, Cout]): the per-shape ConvPlan writes
     conv + bias into the output's slot, then finish(y) (the fused activation, or the jit backend's
-    epilogue) runs in place. `product` replaces the plan's sgemm (ConvPlan)."""
+    epilogue) runs in place. `product` and `windows_product` replace the plan's sgemm (ConvPlan)."""
     padding = padding_code(ctx)
     cin = w2.shape[0] // int(np.prod(filt))
     owner = ctx.runtime                     # work buffers are shared per runtime
 
     def make_plan(shape):
         out, pads = _checked_geometry(shape[1:-1], shape[-1], cin, filt, strides, dils, padding)
-        return ConvPlan(shape, w2, filt, strides, dils, out, pads, bias, owner, product)
+        return ConvPlan(shape, w2, filt, strides, dils, out, pads, bias, owner, product, windows_product)
     return _planned_run(ctx, make_plan, finish)
 
 

@@ -61,30 +61,36 @@ def _store(c, at, v0, v1, cols):
 
 
 @_inline
-def _panel(a, sm, sk, bp, base, bias0, bias1, lov, hiv, c, col, cols, m0, m1, K, N):
-    """Rows m0..m1 of C's columns col..col + cols from the packed panel at bp[base:]."""
+def _panel(a, a0, sm, sk, seg, KH, KWC, bp, base, bias0, bias1, lov, hiv, c, c0, col, cols, m0, m1, N):
+    """Rows m0..m1 of C's columns col..col + cols, from the packed panel at bp[base:]. Row m of A starts
+    at a[a0 + m * sm] and its K = KH * KWC values lie in KH segments `seg` apart, KWC values `sk` apart
+    each (a matrix: KH = 1; a convolution's windows read in place: KH filter rows of KW * C floats); row
+    m of C starts at c[c0 + m * N]."""
     m = m0
     while m + _ROWS <= m1:
         c00 = vzero(); c01 = vzero(); c10 = vzero(); c11 = vzero(); c20 = vzero(); c21 = vzero()  # noqa: E702
         c30 = vzero(); c31 = vzero(); c40 = vzero(); c41 = vzero(); c50 = vzero(); c51 = vzero()  # noqa: E702
-        r = m * sm
-        for k in range(K):
-            b0 = vload(bp, base + k * PANEL)
-            b1 = vload(bp, base + k * PANEL + LANES)
-            at = r + k * sk
-            x = vsplat_at(a, at)
-            c00 = vfma(x, b0, c00); c01 = vfma(x, b1, c01)  # noqa: E702
-            x = vsplat_at(a, at + sm)
-            c10 = vfma(x, b0, c10); c11 = vfma(x, b1, c11)  # noqa: E702
-            x = vsplat_at(a, at + 2 * sm)
-            c20 = vfma(x, b0, c20); c21 = vfma(x, b1, c21)  # noqa: E702
-            x = vsplat_at(a, at + 3 * sm)
-            c30 = vfma(x, b0, c30); c31 = vfma(x, b1, c31)  # noqa: E702
-            x = vsplat_at(a, at + 4 * sm)
-            c40 = vfma(x, b0, c40); c41 = vfma(x, b1, c41)  # noqa: E702
-            x = vsplat_at(a, at + 5 * sm)
-            c50 = vfma(x, b0, c50); c51 = vfma(x, b1, c51)  # noqa: E702
-        at = m * N + col
+        kb = base
+        for i in range(KH):
+            r = a0 + m * sm + i * seg
+            for j in range(KWC):
+                b0 = vload(bp, kb)
+                b1 = vload(bp, kb + LANES)
+                kb += PANEL
+                at = r + j * sk
+                x = vsplat_at(a, at)
+                c00 = vfma(x, b0, c00); c01 = vfma(x, b1, c01)  # noqa: E702
+                x = vsplat_at(a, at + sm)
+                c10 = vfma(x, b0, c10); c11 = vfma(x, b1, c11)  # noqa: E702
+                x = vsplat_at(a, at + 2 * sm)
+                c20 = vfma(x, b0, c20); c21 = vfma(x, b1, c21)  # noqa: E702
+                x = vsplat_at(a, at + 3 * sm)
+                c30 = vfma(x, b0, c30); c31 = vfma(x, b1, c31)  # noqa: E702
+                x = vsplat_at(a, at + 4 * sm)
+                c40 = vfma(x, b0, c40); c41 = vfma(x, b1, c41)  # noqa: E702
+                x = vsplat_at(a, at + 5 * sm)
+                c50 = vfma(x, b0, c50); c51 = vfma(x, b1, c51)  # noqa: E702
+        at = c0 + m * N + col
         _store(c, at, vclamp(vadd(c00, bias0), lov, hiv), vclamp(vadd(c01, bias1), lov, hiv), cols)
         _store(c, at + N, vclamp(vadd(c10, bias0), lov, hiv), vclamp(vadd(c11, bias1), lov, hiv), cols)
         _store(c, at + 2 * N, vclamp(vadd(c20, bias0), lov, hiv), vclamp(vadd(c21, bias1), lov, hiv), cols)
@@ -95,37 +101,43 @@ def _panel(a, sm, sk, bp, base, bias0, bias1, lov, hiv, c, col, cols, m0, m1, K,
     while m < m1:           # the last rows, one at a time
         c00 = vzero()
         c01 = vzero()
-        r = m * sm
-        for k in range(K):
-            x = vsplat_at(a, r + k * sk)
-            c00 = vfma(x, vload(bp, base + k * PANEL), c00)
-            c01 = vfma(x, vload(bp, base + k * PANEL + LANES), c01)
-        _store(c, m * N + col, vclamp(vadd(c00, bias0), lov, hiv), vclamp(vadd(c01, bias1), lov, hiv), cols)
+        kb = base
+        for i in range(KH):
+            r = a0 + m * sm + i * seg
+            for j in range(KWC):
+                x = vsplat_at(a, r + j * sk)
+                c00 = vfma(x, vload(bp, kb), c00)
+                c01 = vfma(x, vload(bp, kb + LANES), c01)
+                kb += PANEL
+        _store(c, c0 + m * N + col, vclamp(vadd(c00, bias0), lov, hiv), vclamp(vadd(c01, bias1), lov, hiv), cols)
         m += 1
 
 
 @_inline
-def _half_panel(a, sm, sk, bp, base, bias0, lov, hiv, c, col, cols, m0, m1, K, N):
+def _half_panel(a, a0, sm, sk, seg, KH, KWC, bp, base, bias0, lov, hiv, c, c0, col, cols, m0, m1, N):
     """_panel for a last panel of at most LANES columns: one vector per row, 8 rows a block (8 chains of
     multiply-adds keep both FMA units busy; a whole panel would spend half its work on padding)."""
     m = m0
     while m + 8 <= m1:
-        c0 = vzero(); c1 = vzero(); c2 = vzero(); c3 = vzero()  # noqa: E702
+        c0_ = vzero(); c1 = vzero(); c2 = vzero(); c3 = vzero()  # noqa: E702
         c4 = vzero(); c5 = vzero(); c6 = vzero(); c7 = vzero()  # noqa: E702
-        r = m * sm
-        for k in range(K):
-            b0 = vload(bp, base + k * PANEL)
-            at = r + k * sk
-            c0 = vfma(vsplat_at(a, at), b0, c0)
-            c1 = vfma(vsplat_at(a, at + sm), b0, c1)
-            c2 = vfma(vsplat_at(a, at + 2 * sm), b0, c2)
-            c3 = vfma(vsplat_at(a, at + 3 * sm), b0, c3)
-            c4 = vfma(vsplat_at(a, at + 4 * sm), b0, c4)
-            c5 = vfma(vsplat_at(a, at + 5 * sm), b0, c5)
-            c6 = vfma(vsplat_at(a, at + 6 * sm), b0, c6)
-            c7 = vfma(vsplat_at(a, at + 7 * sm), b0, c7)
-        at = m * N + col
-        vstore_first(c, at, vclamp(vadd(c0, bias0), lov, hiv), cols)
+        kb = base
+        for i in range(KH):
+            r = a0 + m * sm + i * seg
+            for j in range(KWC):
+                b0 = vload(bp, kb)
+                kb += PANEL
+                at = r + j * sk
+                c0_ = vfma(vsplat_at(a, at), b0, c0_)
+                c1 = vfma(vsplat_at(a, at + sm), b0, c1)
+                c2 = vfma(vsplat_at(a, at + 2 * sm), b0, c2)
+                c3 = vfma(vsplat_at(a, at + 3 * sm), b0, c3)
+                c4 = vfma(vsplat_at(a, at + 4 * sm), b0, c4)
+                c5 = vfma(vsplat_at(a, at + 5 * sm), b0, c5)
+                c6 = vfma(vsplat_at(a, at + 6 * sm), b0, c6)
+                c7 = vfma(vsplat_at(a, at + 7 * sm), b0, c7)
+        at = c0 + m * N + col
+        vstore_first(c, at, vclamp(vadd(c0_, bias0), lov, hiv), cols)
         vstore_first(c, at + N, vclamp(vadd(c1, bias0), lov, hiv), cols)
         vstore_first(c, at + 2 * N, vclamp(vadd(c2, bias0), lov, hiv), cols)
         vstore_first(c, at + 3 * N, vclamp(vadd(c3, bias0), lov, hiv), cols)
@@ -135,56 +147,88 @@ def _half_panel(a, sm, sk, bp, base, bias0, lov, hiv, c, col, cols, m0, m1, K, N
         vstore_first(c, at + 7 * N, vclamp(vadd(c7, bias0), lov, hiv), cols)
         m += 8
     while m < m1:
-        c0 = vzero()
-        r = m * sm
-        for k in range(K):
-            c0 = vfma(vsplat_at(a, r + k * sk), vload(bp, base + k * PANEL), c0)
-        vstore_first(c, m * N + col, vclamp(vadd(c0, bias0), lov, hiv), cols)
+        c0_ = vzero()
+        kb = base
+        for i in range(KH):
+            r = a0 + m * sm + i * seg
+            for j in range(KWC):
+                c0_ = vfma(vsplat_at(a, r + j * sk), vload(bp, kb), c0_)
+                kb += PANEL
+        vstore_first(c, c0 + m * N + col, vclamp(vadd(c0_, bias0), lov, hiv), cols)
         m += 1
 
 
 @_inline
-def _rows(a, sm, sk, bp, bias, lo, hi, c, m0, m1, K, N):
-    """Rows m0..m1 of C (flat, row stride N), panel by panel: the whole ones, then the last, partial one."""
-    lov, hiv = vsplat(lo), vsplat(hi)
+def _panels(a, a0, sm, sk, seg, KH, KWC, bp, bias, lov, hiv, c, c0, m0, m1, N):
+    """Rows m0..m1 of C (see _panel), panel by panel: the whole ones, then the last, partial one."""
+    K = KH * KWC
     whole = N // PANEL
     for p in range(whole):
-        _panel(a, sm, sk, bp, p * K * PANEL, vload(bias, p * PANEL), vload(bias, p * PANEL + LANES), lov, hiv,
-               c, p * PANEL, PANEL, m0, m1, K, N)
+        _panel(a, a0, sm, sk, seg, KH, KWC, bp, p * K * PANEL, vload(bias, p * PANEL),
+               vload(bias, p * PANEL + LANES), lov, hiv, c, c0, p * PANEL, PANEL, m0, m1, N)
     p = whole
     if N - p * PANEL > LANES:
-        _panel(a, sm, sk, bp, p * K * PANEL, vload(bias, p * PANEL), vload(bias, p * PANEL + LANES), lov, hiv,
-               c, p * PANEL, N - p * PANEL, m0, m1, K, N)
+        _panel(a, a0, sm, sk, seg, KH, KWC, bp, p * K * PANEL, vload(bias, p * PANEL),
+               vload(bias, p * PANEL + LANES), lov, hiv, c, c0, p * PANEL, N - p * PANEL, m0, m1, N)
     elif N > p * PANEL:
-        _half_panel(a, sm, sk, bp, p * K * PANEL, vload(bias, p * PANEL), lov, hiv, c, p * PANEL, N - p * PANEL,
-                    m0, m1, K, N)
+        _half_panel(a, a0, sm, sk, seg, KH, KWC, bp, p * K * PANEL, vload(bias, p * PANEL), lov, hiv,
+                    c, c0, p * PANEL, N - p * PANEL, m0, m1, N)
 
 
 @kernel
 def _rows_of(a, sm, sk, bp, bias, lo, hi, c, m0, m1, K, N):
-    """_rows compiled for rows of A contiguous (sk = 1) and for columns contiguous (sm = 1), as literal
-    arguments: the 6 rows' addresses then need no multiply per k (a runtime stride kept LLVM's integer
-    registers spilling, 10-20 % slower)."""
+    """Rows m0..m1 of a matrix product, compiled for rows of A contiguous (sk = 1) and for columns
+    contiguous (sm = 1), as literal arguments: the 6 rows' addresses then need no multiply per k (a
+    runtime stride kept LLVM's integer registers spilling, 10-20 % slower)."""
+    lov, hiv = vsplat(lo), vsplat(hi)
     if sk == 1:
-        _rows(a, sm, 1, bp, bias, lo, hi, c, m0, m1, K, N)
+        _panels(a, 0, sm, 1, 0, 1, K, bp, bias, lov, hiv, c, 0, m0, m1, N)
     else:
-        _rows(a, 1, sk, bp, bias, lo, hi, c, m0, m1, K, N)
+        _panels(a, 0, 1, sk, 0, 1, K, bp, bias, lov, hiv, c, 0, m0, m1, N)
 
 
 @kernel(parallel=True)
 def gemm(a, sm, sk, bp, bias, lo, hi, c, M, K, N, chunks):
     """c[m * N + n] = clamp(sum_k a[m * sm + k * sk] * B[k, n] + bias[n], lo, hi) for m < M, n < N (sk = 1
-    or sm = 1: rows or columns of A contiguous), with
-    B packed by pack_panels and bias padded by pad_bias; the rows in `chunks` parts (multiples of the
-    register block) on numba's threads when chunks > 1. The caller checks the sizes: nothing here does."""
+    or sm = 1: rows or columns of A contiguous), with B packed by pack_panels and bias padded by
+    pad_bias; the rows in `chunks` parts (multiples of the register block) on numba's threads when
+    chunks > 1. The caller checks the sizes: nothing here does."""
     if chunks > 1:
         blocks = (M + _ROWS - 1) // _ROWS
         for t in prange(chunks):
             q = np.int64(t)
             _rows_of(a, sm, sk, bp, bias, lo, hi, c, min(M, q * blocks // chunks * _ROWS),
-                  min(M, (q + 1) * blocks // chunks * _ROWS), K, N)
+                     min(M, (q + 1) * blocks // chunks * _ROWS), K, N)
     else:
         _rows_of(a, sm, sk, bp, bias, lo, hi, c, 0, M, K, N)
+
+
+@kernel
+def _conv_rows(xp, geo, bp, bias, lo, hi, c, r0, r1, N):
+    """Output rows r0..r1 (r = n * OH + oy) of a convolution read in place from xp, the zero-bordered
+    input [N, Hp, Wp, C] (flat): output pixel (oy, ox)'s window starts at padded row oy * sh, column
+    ox * sw, and its filter rows are KW * C consecutive floats (dilation_w 1). geo = (OH, OW, Hp, Wp, C,
+    sh, sw, dh, KH, KW)."""
+    OH, OW, Hp, Wp, C = geo[0], geo[1], geo[2], geo[3], geo[4]
+    sh, sw, dh, KH, KW = geo[5], geo[6], geo[7], geo[8], geo[9]
+    lov, hiv = vsplat(lo), vsplat(hi)
+    for r in range(r0, r1):
+        n, oy = r // OH, r % OH
+        _panels(xp, ((n * Hp + oy * sh) * Wp) * C, sw * C, 1, dh * Wp * C, KH, KW * C, bp, bias, lov, hiv,
+                c, r * OW * N, 0, OW, N)
+
+
+@kernel(parallel=True)
+def conv_gemm(xp, geo, bp, bias, lo, hi, c, N, chunks):
+    """y = clamp(conv(x, w) + bias, lo, hi) (see _conv_rows; B = the filter [KH * KW * C, N] packed by
+    pack_panels), the output rows in `chunks` parts on numba's threads when chunks > 1."""
+    rows = c.shape[0] // (geo[1] * N)
+    if chunks > 1:
+        for t in prange(chunks):
+            q = np.int64(t)
+            _conv_rows(xp, geo, bp, bias, lo, hi, c, q * rows // chunks, (q + 1) * rows // chunks, N)
+    else:
+        _conv_rows(xp, geo, bp, bias, lo, hi, c, 0, rows, N)
 
 
 def padded_width(n: int) -> int:
@@ -200,18 +244,27 @@ def gemm_wins(n: int) -> bool:
     return n >= 1 and n >= 0.7 * padded_width(n)
 
 
-def packed_product(w: np.ndarray, bias: np.ndarray | None, bounds: tuple[float, float] | None,
-                   parallel_min: int) -> Callable[[np.ndarray, np.ndarray], None]:
-    """product(a, y2): y2 = clamp(a @ w + bias) (bounds None: no clamp; NaN kept) for a [M, K] float32
-    with rows or columns contiguous and y2 [M, N] C-contiguous float32; the rows split over numba's threads
-    from `parallel_min` multiply-adds on."""
-    k, n = w.shape
-    panels = pack_panels(np.asarray(w, np.float32))
-    b = pad_bias(bias, n)
-    lo, hi = (np.float32(-np.inf), np.float32(np.inf)) if bounds is None else (np.float32(x) for x in bounds)
+class PackedProduct:
+    """A constant right-hand side w [K, N] packed for the kernels, with its bias and clamp: `matrix(a, y2)`
+    gives y2 = clamp(a @ w + bias) for a [M, K] float32 (rows or columns contiguous; others are copied)
+    and y2 [M, N] C-contiguous float32; `windows(xp, geo, y2)` the same for a convolution's windows read
+    in place (conv_gemm; w = the filter as [KH * KW * C, N]). bounds None: no clamp (NaN kept either way).
+    Work is split over numba's threads from `parallel_min` multiply-adds on."""
 
-    def product(a: np.ndarray, y2: np.ndarray) -> None:
-        m = a.shape[0]
+    def __init__(self, w: np.ndarray, bias: np.ndarray | None, bounds: tuple[float, float] | None,
+                 parallel_min: int):
+        self.k, self.n = w.shape
+        self.panels = pack_panels(np.asarray(w, np.float32))
+        self.bias = pad_bias(bias, self.n)
+        lo, hi = (-np.inf, np.inf) if bounds is None else bounds
+        self.lo, self.hi = np.float32(lo), np.float32(hi)
+        self.parallel_min = parallel_min
+
+    def _chunks(self, rows: int, blocks: int) -> int:
+        return min(get_num_threads(), blocks) if rows * self.k * self.n >= self.parallel_min else 1
+
+    def matrix(self, a: np.ndarray, y2: np.ndarray) -> None:
+        m, k, n = a.shape[0], self.k, self.n
         if not a.flags.writeable:       # numba compiles read-only arrays apart: copy instead
             a = np.array(a, np.float32, order="C")
         if a.flags.c_contiguous:
@@ -220,6 +273,10 @@ def packed_product(w: np.ndarray, bias: np.ndarray | None, bounds: tuple[float, 
             flat, sm, sk = a.T.reshape(-1), 1, m
         else:
             flat, sm, sk = np.ascontiguousarray(a).reshape(-1), k, 1
-        chunks = min(get_num_threads(), -(-m // _ROWS)) if m * k * n >= parallel_min else 1
-        gemm(flat, sm, sk, panels, b, lo, hi, y2.reshape(-1), m, k, n, chunks)
-    return product
+        gemm(flat, sm, sk, self.panels, self.bias, self.lo, self.hi, y2.reshape(-1), m, k, n,
+             self._chunks(m, -(-m // _ROWS)))
+
+    def windows(self, xp: np.ndarray, geo: np.ndarray, y2: np.ndarray) -> None:
+        rows = y2.shape[0] // int(geo[1])
+        conv_gemm(xp, geo, self.panels, self.bias, self.lo, self.hi, y2.reshape(-1), self.n,
+                  self._chunks(y2.shape[0], rows))

@@ -52,7 +52,7 @@ from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _bi
                                         _strides_dilations, _window_geometry, conv_output_size, pad_spatial,
                                         window_view)
 from onert_py.backends.cpu.elementwise import _activation_range
-from onert_py.backends.jit._gemm import gemm_wins, packed_product
+from onert_py.backends.jit._gemm import PackedProduct, gemm_wins
 from onert_py.backends.jit._numba import kernel, prange
 from onert_py.backends.jit.elementwise import (_op_context, epilogue_fits, epilogue_pass, pairs_epilogue_fits,
                                                pairs_pass, unfused)
@@ -549,8 +549,9 @@ def conv_2d(ctx: KernelContext) -> Run:
     bounds = _CONV_CLAMPS.get(ctx.options.get("fused_activation_function") or NONE)
     w2 = conv_2d_matrix(w, groups)[0]
     if gemm_wins(cout):     # bias and clamp in the GEMM's registers; the epilogue does the fused ops
-        product = packed_product(w2, bias, bounds, _PARALLEL_MIN)
-        return conv_plan_run(ctx, w2, (kh, kw), strides, dils, None, epilogue_pass(ctx, None), product)
+        packed = PackedProduct(w2, bias, bounds, _PARALLEL_MIN)
+        return conv_plan_run(ctx, w2, (kh, kw), strides, dils, None, epilogue_pass(ctx, None), packed.matrix,
+                             packed.windows)
     finish = epilogue_pass(ctx, bias, bounds)
     return conv_plan_run(ctx, w2, (kh, kw), strides, dils, None, finish)
 
@@ -958,8 +959,11 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
             folded = q.w.reshape(cout, -1).sum(axis=1) * -q.zp_in + (0 if q.bias is None else q.bias)
             if q.x_abs_raw * q.taps_w_abs + int(np.abs(folded).max(initial=0)) < _EXACT_F32:
                 bias_f, shift_input = folded.astype(np.float32), False
+        # the packed GEMM's sums are the same exact integers as BLAS's (every partial sum is exact)
+        packed = PackedProduct(w_mat, bias_f, None, _PARALLEL_MIN) if gemm_wins(cout) else None
         plan = _cached(lambda shape: ConvPlan(shape, w_mat, (kh, kw), strides, dils, *get_geometry(shape),
-                                              bias_f, ctx.runtime))
+                                              None if packed else bias_f, ctx.runtime,
+                                              *((packed.matrix, packed.windows) if packed else ())))
         _plan_static(ctx, plan)
         scratch = Scratch.of(ctx, np.float32)
 

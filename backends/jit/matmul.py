@@ -23,7 +23,7 @@ from numba import get_num_threads
 from onert_py.backends.cpu._quant import activation_range, qparams, quantize_multipliers
 from onert_py.backends.cpu.conv import _CLAMPS
 from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _product_multiplier
-from onert_py.backends.jit._gemm import gemm_wins, packed_product
+from onert_py.backends.jit._gemm import PackedProduct, gemm_wins
 from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
 from onert_py.backends.jit.conv import _compile_time, _static
 from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, unfused
@@ -226,7 +226,7 @@ def fully_connected(ctx: KernelContext) -> Run:
     alloc = ctx.output_buffer(0)
     flat_in, flat_out = (m, depth), (m, units)
     if gemm_wins(units):     # the packed GEMM with bias and clamp in registers; the epilogue: fused ops
-        product = packed_product(rows.T, bias, bounds, _PARALLEL_MIN_FLOAT)
+        product = PackedProduct(rows.T, bias, bounds, _PARALLEL_MIN_FLOAT).matrix
         fused = epilogue_pass(ctx, None)
 
         def run_gemm() -> None:

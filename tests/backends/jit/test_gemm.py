@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from onert_py.backends.jit._gemm import LANES, PANEL, gemm, gemm_wins, pack_panels, packed_product, pad_bias  # noqa: E402
+from onert_py.backends.jit._gemm import LANES, PANEL, PackedProduct, gemm, gemm_wins, pack_panels, pad_bias  # noqa: E402
 from onert_py.backends.jit._simd import VECTOR  # noqa: E402
 
 EPS = float(np.finfo(np.float32).eps)
@@ -111,7 +111,7 @@ def test_packed_product_reads_rows_columns_and_read_only_arrays():
     a = g.normal(size=(30, 11)).astype(np.float32)
     w = g.normal(size=(11, 24)).astype(np.float32)
     bias = g.normal(size=24).astype(np.float32)
-    product = packed_product(w, bias, (0.0, 6.0), parallel_min=1 << 40)
+    product = PackedProduct(w, bias, (0.0, 6.0), parallel_min=1 << 40).matrix
     out = np.empty((30, 24), np.float32)
     product(a, out)
     expected = _exact(a, w, bias, 0.0, 6.0)
@@ -136,3 +136,51 @@ def test_gemm_wins_rule():
     assert gemm_wins(PANEL) and gemm_wins(2 * PANEL) and gemm_wins(LANES)
     assert not gemm_wins(2) and not gemm_wins(0)
     assert VECTOR.lanes == LANES
+
+
+# (input [N, H, W, C], filter KH x KW, strides, dilations, padding): convolutions read in place
+WINDOWS = [
+    ([1, 9, 11, 3], (3, 3), (2, 2), (1, 1), 0),     # an RGB stem: SAME, stride 2
+    ([2, 7, 8, 5], (5, 3), (1, 2), (2, 1), 0),      # batch 2, dilation_h 2, mixed strides
+    ([1, 6, 6, 8], (2, 2), (2, 2), (1, 1), 1),      # VALID: the input itself, no border
+    ([1, 5, 13, 4], (1, 3), (1, 1), (1, 1), 0),     # rows of 13 pixels: 6-row blocks and the rest
+]
+
+
+@pytest.mark.parametrize("x_shape,filt,strides,dils,padding", WINDOWS)
+@pytest.mark.parametrize("cout", [LANES - 3, PANEL + 5])
+def test_convolution_windows_read_in_place(x_shape, filt, strides, dils, padding, cout):
+    from onert_py.backends.cpu._conv_plan import ConvPlan
+    from onert_py.backends.cpu.conv import _geometry
+    g = np.random.default_rng(cout)
+    c = x_shape[-1]
+    w2 = g.normal(size=(filt[0] * filt[1] * c, cout)).astype(np.float32)
+    bias = g.normal(size=cout).astype(np.float32)
+    x = g.normal(size=x_shape).astype(np.float32)
+    out, pads = _geometry(x_shape[1:3], filt, strides, dils, padding)
+    packed = PackedProduct(w2, bias, None, parallel_min=1 << 40)
+    plan = ConvPlan(tuple(x_shape), w2, filt, strides, dils, out, pads, None, None, packed.matrix, packed.windows)
+    assert plan.kind == "im2col" and plan.windows_product is not None
+    reference = ConvPlan(tuple(x_shape), w2, filt, strides, dils, out, pads, None)   # im2col + sgemm
+    for _ in range(2):                       # a second run reuses the zero border
+        got = plan.run(x)
+    patches = np.zeros((int(np.prod(got.shape[:-1])), w2.shape[0]), np.float32)
+    # the patches, rebuilt from the im2col plan's own product: reference.run(x) with w2 = identity
+    eye = ConvPlan(tuple(x_shape), np.eye(w2.shape[0], dtype=np.float32), filt, strides, dils, out, pads, None)
+    patches[...] = eye.run(x).reshape(patches.shape)
+    exact = _exact(patches, w2, bias).reshape(got.shape)
+    bound = _bound(patches, w2, bias).reshape(got.shape)
+    assert np.all(np.abs(got - exact) <= bound)
+    assert np.abs(reference.run(x) + bias - exact).max() <= bound.max()
+
+
+def test_dilated_columns_take_the_im2col_copy():
+    from onert_py.backends.cpu._conv_plan import ConvPlan
+    w2 = np.ones((3 * 3 * 2, 20), np.float32)
+    packed = PackedProduct(w2, None, None, parallel_min=1 << 40)
+    plan = ConvPlan((1, 9, 9, 2), w2, (3, 3), (1, 1), (1, 2), (5, 5), ((0, 0), (0, 0)), None, None,
+                    packed.matrix, packed.windows)
+    assert plan.windows_product is None
+    x = np.random.default_rng(0).normal(size=(1, 9, 9, 2)).astype(np.float32)
+    ref = ConvPlan((1, 9, 9, 2), w2, (3, 3), (1, 1), (1, 2), (5, 5), ((0, 0), (0, 0)), None).run(x)
+    np.testing.assert_allclose(plan.run(x), ref, rtol=1e-5, atol=1e-5)
