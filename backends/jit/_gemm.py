@@ -10,11 +10,11 @@ differ from the cpu kernel's sgemm by rounding, within the conformance tolerance
 
 Measured (one thread, AVX-512 on a 2-core EPYC VM, 1x1 convolutions of the mediapipe models: M = 256..4096,
 K, N = 24..128): ~55 multiply-adds/ns, against OpenBLAS's sgemm at 33-48 on the same shapes.
-A is read through strides (sm, sk) so that a transposed im2col matrix needs no copy.
+A is read through strides (sm, sk) so that a transposed im2col matrix needs no copy, and a
+convolution's windows are read in place (conv_gemm): its K sum runs over KH filter rows of KW * C
+consecutive floats of the zero-bordered input, so no im2col copy is made at all.
 """
 from __future__ import annotations
-
-from typing import Callable
 
 import numba
 import numpy as np

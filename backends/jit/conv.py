@@ -29,13 +29,15 @@ Float depthwise, two layouts (multiplier M > 1: the input is first expanded to C
 ~2-3.5x the cpu kernel's einsum on the mediapipe layers (12-25 multiply-adds/ns on one thread).
 
 int8 depthwise: the same layouts on int32 sums into a row buffer, then the output stage of that row.
-int8 CONV_2D: the cpu kernel's own exact sums (im2col + sgemm, BLAS), then the output stage in one
-numba pass. Float32 CONV_2D: the cpu kernel's plan without its bias (im2col + sgemm, BLAS), then bias,
-clamp and the elementwise ops fused after it (jit/elementwise.py, epilogue_pass) in one pass. A direct
-kernel (lanes over the output channels, the window of a 3x3 RGB stem broadcast) measured 0.55-0.9x of
-im2col + sgemm on one thread for most output channel counts (1.0-1.4x only at 16), 5x5 windows or
-blocked pixels did not vectorise, a register-blocked numba GEMM ran scalar (numba leaves LLVM's SLP
-vectoriser off) and a numba im2col was slower than numpy's strided copy.
+int8 CONV_2D: exact float32 sums (the cpu kernel's plan with jit/_gemm.py's packed GEMM; sums of
+integers below 2**24 are exact in any order), then the output stage in one numba pass. Float32
+CONV_2D: the packed GEMM with the bias and clamp in its registers, pointwise on the input itself and
+other filters on their windows read in place from the zero-bordered input (no im2col copy), then the
+elementwise ops fused after it (jit/elementwise.py, epilogue_pass) in one pass; for output channel
+counts the GEMM would pad by over 30 %, the cpu kernel's im2col + sgemm and then bias, clamp and the
+fused ops in one pass. Earlier direct kernels (lanes over the output channels) measured 0.55-0.9x of
+im2col + sgemm, and a numba GEMM of scalar accumulators ran scalar: the packed GEMM's explicit
+vectors (jit/_simd.py) are what made it 1.1-1.3x OpenBLAS.
 """
 from __future__ import annotations
 
