@@ -172,6 +172,11 @@ def test_convolution_windows_read_in_place(x_shape, filt, strides, dils, padding
     bound = _bound(patches, w2, bias).reshape(got.shape)
     assert np.all(np.abs(got - exact) <= bound)
     assert np.abs(reference.run(x) + bias - exact).max() <= bound.max()
+    # the output rows split over numba's threads: the same bits
+    threaded = PackedProduct(w2, bias, None, parallel_min=0)
+    plan2 = ConvPlan(tuple(x_shape), w2, filt, strides, dils, out, pads, None, None, threaded.matrix,
+                     threaded.windows)
+    np.testing.assert_array_equal(plan2.run(x), got)
 
 
 def test_dilated_columns_take_the_im2col_copy():
