@@ -442,12 +442,13 @@ WHERE_THE_TIME_GOES = """## Where the time goes
 
 In the mediapipe models CONV_2D and DEPTHWISE_CONV_2D take 75–90 % of onert-py's time (`onert-py bench
 MODEL --profile` shows it per op). On the cpu backend they are numpy/BLAS calls (one sgemm per pointwise
-conv, one einsum per depthwise conv). The jit backend runs depthwise convolutions as direct numba
-kernels and ends each convolution's sgemm with one compiled pass for its bias, activation and the
-elementwise ops that follow it (a residual ADD, PRELU, RELU, HARD_SWISH: fused, docs/jit.md). LiteRT's
-XNNPACK computes convolutions in register-blocked kernels that reach about twice OpenBLAS's rate on
-these shapes (small K and N), which is most of the remaining gap. Profiles, the kernel changes made
-and what they measured are in [benchmarks/HOTSPOTS.md](../benchmarks/HOTSPOTS.md)."""
+conv, one einsum per depthwise conv); LiteRT's XNNPACK computes convolutions in register-blocked
+kernels that reach 1.2–1.6x OpenBLAS's rate on these shapes (small K and N), which is most of the cpu
+backend's gap. The jit backend runs depthwise convolutions as direct numba kernels and the others as a
+register-blocked GEMM of its own (explicit SIMD vectors, bias and activation in registers, windows read
+in place without an im2col copy), then one compiled pass for the elementwise ops that follow (a
+residual ADD, PRELU, RELU, HARD_SWISH: fused, docs/jit.md). Profiles, the kernel changes made and what
+they measured are in [benchmarks/HOTSPOTS.md](../benchmarks/HOTSPOTS.md)."""
 
 
 # The two executors: measured by benchmarks/dataflow.py, whose table is in docs/dataflow.md.
