@@ -113,7 +113,12 @@ def litert_interpreter(data: bytes):
 def run_litert(model: bytes | ModelBuilder, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run on LiteRT's interpreter (the reference); inputs are resized when their shape differs."""
     data = model.to_bytes("tflite") if isinstance(model, ModelBuilder) else model
-    it = litert_interpreter(data)
+    return run_interpreter(litert_interpreter(data), inputs)
+
+
+def run_interpreter(it, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The outputs of an Interpreter (LiteRT's or onert-py's) on these inputs, each input resized first
+    when its shape differs from the declared one."""
     details = it.get_input_details()
     for d, x in zip(details, inputs):
         if tuple(d["shape"]) != np.shape(x):

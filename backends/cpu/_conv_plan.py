@@ -387,6 +387,17 @@ class ConvPlan:
             self.y_rows = (m // t, t * cout)
             self.bias = None if bias is None else np.tile(np.asarray(bias, _F32), t)
 
+    def _bordered(self, x: np.ndarray) -> np.ndarray:
+        """x inside its zero border [N, *padded, C] (the padded buffer, bound at the first run); x itself,
+        C-contiguous, when there is no padding."""
+        if self.direct:
+            return np.ascontiguousarray(x)
+        if self.padded.array is None:
+            self.padded.bind()
+        self.padded.clear_border()
+        self.padded.interior[...] = x
+        return self.padded.array
+
     def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """The convolution plus bias, written into `out` (a fresh array of out_shape) when given."""
         kind, m = self.kind, self.m
@@ -397,21 +408,14 @@ class ConvPlan:
         if kind == "pointwise":
             self.product(x.reshape(m, -1), y2)
         elif kind == "im2col" and self.windows_product is not None:
-            if self.direct:
-                xp = np.ascontiguousarray(x)
-            else:
-                xp = self.padded.array if self.padded.array is not None else self.padded.bind()
-                self.padded.clear_border()
-                self.padded.interior[...] = x
-            self.windows_product(xp.reshape(-1), self.geo, y2)
+            self.windows_product(self._bordered(x).reshape(-1), self.geo, y2)
         elif kind == "im2col":
+            xp = self._bordered(x)
             if self.direct:
-                view = np.ndarray(self.vshape, _F32, buffer=np.ascontiguousarray(x), strides=self.vstrides)
+                view = np.ndarray(self.vshape, _F32, buffer=xp, strides=self.vstrides)
             else:
                 if self.view is None:
-                    self.view = np.ndarray(self.vshape, _F32, buffer=self.padded.bind(), strides=self.vstrides)
-                self.padded.clear_border()
-                self.padded.interior[...] = x
+                    self.view = np.ndarray(self.vshape, _F32, buffer=xp, strides=self.vstrides)
                 view = self.view
             if self.cols is None:
                 self.cols = (self.cols_arena.take(m * self.w2.shape[0]).reshape(self.vshape)

@@ -965,7 +965,8 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
         packed = PackedProduct(w_mat, bias_f, None, _PARALLEL_MIN) if gemm_wins(cout) else None
         plan = _cached(lambda shape: ConvPlan(shape, w_mat, (kh, kw), strides, dils, *get_geometry(shape),
                                               None if packed else bias_f, ctx.runtime,
-                                              *((packed.matrix, packed.windows) if packed else ())))
+                                              product=packed and packed.matrix,
+                                              windows_product=packed and packed.windows))
         _plan_static(ctx, plan)
         scratch = Scratch.of(ctx, np.float32)
 

@@ -226,28 +226,26 @@ def fully_connected(ctx: KernelContext) -> Run:
     alloc = ctx.output_buffer(0)
     flat_in, flat_out = (m, depth), (m, units)
     if gemm_wins(units):     # the packed GEMM with bias and clamp in registers; the epilogue: fused ops
-        product = PackedProduct(rows.T, bias, bounds, _PARALLEL_MIN_FLOAT).matrix
-        fused = epilogue_pass(ctx, None)
+        matrix = PackedProduct(rows.T, bias, bounds, _PARALLEL_MIN_FLOAT).matrix
+        finish = epilogue_pass(ctx, None)
 
-        def run_gemm() -> None:
-            x = v[x_i]
-            if x.shape != x_shape or x.dtype != np.float32:
-                return other_shapes()
-            y = alloc(out_shape)
-            product(x.reshape(flat_in), y.reshape(flat_out))
-            v[o] = fused(y) if fused is not None else y
-        return run_gemm
-    finish = epilogue_pass(ctx, bias, bounds)
-    wt = rows.T if m == 1 else np.ascontiguousarray(rows.T)
+        def product(x: np.ndarray, y: np.ndarray) -> None:
+            matrix(x.reshape(flat_in), y.reshape(flat_out))
+    else:
+        finish = epilogue_pass(ctx, bias, bounds)
+        wt = rows.T if m == 1 else np.ascontiguousarray(rows.T)
+
+        def product(x: np.ndarray, y: np.ndarray) -> None:
+            if m == 1:
+                np.dot(rows, x.reshape(depth), out=y.reshape(units))
+            else:
+                np.matmul(x.reshape(flat_in), wt, out=y.reshape(flat_out))
 
     def run() -> None:
         x = v[x_i]
         if x.shape != x_shape or x.dtype != np.float32:
             return other_shapes()
         y = alloc(out_shape)
-        if m == 1:
-            np.dot(rows, x.reshape(depth), out=y.reshape(units))
-        else:
-            np.matmul(x.reshape(flat_in), wt, out=y.reshape(flat_out))
+        product(x, y)
         v[o] = finish(y) if finish is not None else y
     return run

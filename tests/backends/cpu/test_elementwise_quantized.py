@@ -7,7 +7,8 @@ import pytest
 
 import onert_py
 
-from helpers import fit_quantization, check_builtin, rng, run_litert_builtin, run_onert, single_op_model
+from helpers import (fit_quantization, check_builtin, rng, run_interpreter, run_litert_builtin, run_onert,
+                     single_op_model)
 from onert_py.errors import ExecutionError, PrepareError, UnsupportedOpError
 
 NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
@@ -377,13 +378,7 @@ def test_add_mul_8bit_broadcast_resized(op, dt):
         for it in (litert.Interpreter(model_content=data, experimental_op_resolver_type=(
                        litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)),
                    onert_py.Interpreter(model_content=data)):
-            for d, x in zip(it.get_input_details(), xs):
-                it.resize_tensor_input(d["index"], list(x.shape))
-            it.allocate_tensors()
-            for d, x in zip(it.get_input_details(), xs):
-                it.set_tensor(d["index"], x)
-            it.invoke()
-            results.append([it.get_tensor(d["index"]) for d in it.get_output_details()])
+            results.append(run_interpreter(it, xs))
         for e, g in zip(*results):
             np.testing.assert_array_equal(g, e)
 

@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("numba")
 
 import onert_py  # noqa: E402
-from helpers import assert_close, cli, litert_interpreter, rng, run_litert, run_litert_builtin  # noqa: E402
+from helpers import (assert_close, cli, litert_interpreter, rng, run_interpreter, run_litert,  # noqa: E402
+                     run_litert_builtin)
 from onert_py.schema.writer import ModelBuilder  # noqa: E402
 
 NONE, RELU = 0, 1
@@ -179,17 +180,6 @@ def test_fully_connected_epilogue(rows):
     assert_close(out, run_litert(mb, ins), rtol=1e-5, atol=3e-5)
 
 
-def _run_resized(it, ins: list[np.ndarray]) -> np.ndarray:
-    """Output 0 of an Interpreter (onert-py's or LiteRT's) with its inputs resized to `ins`' shapes."""
-    for d, x in zip(it.get_input_details(), ins):
-        it.resize_tensor_input(d["index"], list(x.shape))
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), ins):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return it.get_tensor(it.get_output_details()[0]["index"])
-
-
 def test_fully_connected_epilogue_on_another_input_shape():
     # the inputs resized (4 rows -> 6), as LiteRT's Interpreter allows: the fused kernel takes the cpu
     # kernel, then the epilogue as a pass of its own
@@ -197,10 +187,11 @@ def test_fully_connected_epilogue_on_another_input_shape():
     data = mb.to_bytes("tflite")
     g = rng(6)
     ins = [g.normal(size=(6, 32)).astype(np.float32), g.normal(size=(6, 16)).astype(np.float32)]
-    jit, cpu = (_run_resized(onert_py.Interpreter(model_content=data, backends=b), ins) for b in ("jit;cpu", "cpu"))
+    jit, cpu = (run_interpreter(onert_py.Interpreter(model_content=data, backends=b), ins)[0]
+                for b in ("jit;cpu", "cpu"))
     assert jit.shape == (6, 16)
     assert_close([jit], [cpu], rtol=1e-5, atol=3e-5)     # the jit GEMM's order of sums, not BLAS's
-    assert_close([jit], [_run_resized(litert_interpreter(data), ins)], rtol=1e-5, atol=3e-5)
+    assert_close([jit], [run_interpreter(litert_interpreter(data), ins)[0]], rtol=1e-5, atol=3e-5)
 
 
 def test_bench_profile_names_the_fused_ops(tmp_path, capsys):

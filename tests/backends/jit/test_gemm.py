@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("numba")
 
+from onert_py.backends.cpu._conv_plan import ConvPlan  # noqa: E402
+from onert_py.backends.cpu.conv import _geometry  # noqa: E402
 from onert_py.backends.jit._gemm import LANES, PANEL, PackedProduct, gemm, gemm_wins, pack_panels, pad_bias  # noqa: E402
 from onert_py.backends.jit._simd import VECTOR  # noqa: E402
 
@@ -150,8 +152,6 @@ WINDOWS = [
 @pytest.mark.parametrize("x_shape,filt,strides,dils,padding", WINDOWS)
 @pytest.mark.parametrize("cout", [LANES - 3, PANEL + 5])
 def test_convolution_windows_read_in_place(x_shape, filt, strides, dils, padding, cout):
-    from onert_py.backends.cpu._conv_plan import ConvPlan
-    from onert_py.backends.cpu.conv import _geometry
     g = np.random.default_rng(cout)
     c = x_shape[-1]
     w2 = g.normal(size=(filt[0] * filt[1] * c, cout)).astype(np.float32)
@@ -180,7 +180,6 @@ def test_convolution_windows_read_in_place(x_shape, filt, strides, dils, padding
 
 
 def test_dilated_columns_take_the_im2col_copy():
-    from onert_py.backends.cpu._conv_plan import ConvPlan
     w2 = np.ones((3 * 3 * 2, 20), np.float32)
     packed = PackedProduct(w2, None, None, parallel_min=1 << 40)
     plan = ConvPlan((1, 9, 9, 2), w2, (3, 3), (1, 1), (1, 2), (5, 5), ((0, 0), (0, 0)), None, None,
