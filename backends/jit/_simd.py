@@ -145,3 +145,13 @@ def vstore_first(typingctx, a, i, v, n):
         return context.get_dummy_value()
     return types.none(a, i, v, n), codegen
 
+
+
+@intrinsic
+def fma32(typingctx, a, b, c):
+    """a * b + c for float32 scalars, rounded once (llvm.fma.f32: a loop of them vectorises)."""
+    def codegen(context, builder, sig, args):
+        f32 = ir.FloatType()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
+        return builder.call(fn, args)
+    return types.float32(types.float32, types.float32, types.float32), codegen

@@ -28,10 +28,23 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 # numba-side names a template may use (imported by every generated module)
+_HELPERS = ("_numba.py", "_simd.py", "_sincos.py")
 _PRELUDE = """import math
 import numpy as np
 from onert_py.backends.jit._numba import clamp, clamp_hi, clamp_lo, kernel
+from onert_py.backends.jit._sincos import NEAR_LIMIT, cos32, cos_near, sin32, sin_near
 """
+
+
+def _helpers_digest() -> str:
+    """A hash of the helpers' sources: numba's disk cache checks only the generated file's own date, so
+    a generated module names the helpers' version it was compiled against (a new version of them then
+    makes new modules instead of reusing machine code that inlined the old ones)."""
+    here = Path(__file__).resolve().parent
+    return hashlib.sha1(b"".join((here / name).read_bytes() for name in _HELPERS)).hexdigest()[:16]
+
+
+_PRELUDE += f"# helpers {_helpers_digest()}\n"
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,8 @@ def _logical_not(op, sg) -> Expr | None:
     return Expr("(not {0})", (0,)) if ins == [_BOOL] and out == _BOOL else None
 
 
-_UNARY_F32 = {"NEG": "(-{0})", "ABS": "abs({0})", "SQUARE": "({0} * {0})", "SIN": "math.sin({0})",
-              "COS": "math.cos({0})", "SQRT": "np.sqrt({0})",
+_UNARY_F32 = {"NEG": "(-{0})", "ABS": "abs({0})", "SQUARE": "({0} * {0})", "SIN": "sin32({0})",
+              "COS": "cos32({0})", "SQRT": "np.sqrt({0})",
               "RELU": clamp("{0}", 0.0, None, _F32), "RELU6": clamp("{0}", 0.0, 6.0, _F32),
               "RELU_N1_TO_1": clamp("{0}", -1.0, 1.0, _F32)}
 
@@ -428,22 +428,14 @@ def _operand_mode(t, shape: tuple, channels: int) -> str | None:
     return None
 
 
-def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[float, float] | None = None
-                  ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """finish(y): bias (one per channel), the producer's fused activation as its cpu kernel clamps
-    (`bounds` (lo, hi), NaN kept; None: no activation) and ctx.epilogue's ops, applied in place to y (a
-    fresh C-contiguous float32 array of the output's shape) in one compiled pass; returns y. None when
-    there is nothing to do."""
+def _chain_code(ctx: KernelContext) -> tuple[list[str], list[tuple[int, str, np.ndarray | None]]]:
+    """Source lines applying ctx.epilogue's ops, in turn, to the carried value `v` at flat index `k`,
+    channel `ch` (unindented; each op's expression as its per-op kernel computes it), and the operands
+    they read besides v: (tensor, mode (_operand_mode), its constant value or None), named e0, e1, ..."""
     chain, sg = ctx.epilogue, ctx.subgraph
-    if bias is None and bounds is None and not chain:
-        return None
-    lines = ["            v = y[k]" + (" + b[ch]" if bias is not None else "")]
-    if bounds is not None:
-        lo, hi = (None if not np.isfinite(x) else x for x in bounds)
-        lines.append("            v = " + clamp("v", lo, hi, _F32))
     shape = tuple(ctx.output_tensor(0).shape)
-    channels = shape[-1]
-    operands: list[tuple[int, str, np.ndarray | None]] = []   # (tensor, mode, constant value or None)
+    lines: list[str] = []
+    operands: list[tuple[int, str, np.ndarray | None]] = []
     carried = ctx.op.outputs[0]
     for op in chain:
         expr = expression_of(op, sg)
@@ -453,38 +445,118 @@ def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[flo
             if t == carried:
                 refs.append("v")
                 continue
-            mode = _operand_mode(sg.tensors[t], shape, channels)
+            mode = _operand_mode(sg.tensors[t], shape, shape[-1])
             name = f"e{len(operands)}"
             refs.append({"same": f"{name}[k]", "one": f"{name}[0]", "channel": f"{name}[ch]"}[mode])
             value = sg.tensors[t].data if sg.tensors[t].data is not None else ctx.folded.get(t)
             operands.append((t, mode, None if value is None else np.array(value, _F32).reshape(-1)))
-        lines.append("            v = " + expr.template.format(*refs))
+        lines.append("v = " + expr.template.format(*refs))
         carried = op.outputs[0]
-    names = ", ".join(f"e{j}" for j in range(len(operands)))
-    source = (f"@kernel\ndef epilogue(y, b, {names + ', ' if names else ''}channels):\n"
-              "    for row in range(y.shape[0] // channels):\n"
-              "        for ch in range(channels):\n"
-              "            k = row * channels + ch\n"
-              + "\n".join(lines) + "\n            y[k] = v\n")
-    fn = compile_source(source, "epilogue")
-    b = np.zeros(1, _F32) if bias is None else np.array(bias, _F32).reshape(-1)
-    compile_now(fn, b, b, *[b for _ in operands], channels)
+    return lines, operands
+
+
+def _chain_arguments(ctx: KernelContext, operands: list[tuple[int, str, np.ndarray | None]]
+                     ) -> Callable[[tuple], list[np.ndarray]]:
+    """args(shape): the flat arrays of _chain_code's operands for a run whose output has `shape` (the
+    constants as prepared, the others read now; an operand of the output's shape that is not raises)."""
     consts = [value for _, _, value in operands]
     varying = [(j, t, mode) for j, (t, mode, value) in enumerate(operands) if value is None]
-    v = ctx.values
-    tensors = sg.tensors
+    v, tensors, first = ctx.values, ctx.subgraph.tensors, ctx.epilogue[:1]
 
-    def finish(y: np.ndarray) -> np.ndarray:
-        args = list(consts)
+    def args(shape: tuple) -> list[np.ndarray]:
+        out = list(consts)
         for j, t, mode in varying:
             a = v[t]
-            if mode == "same" and a.shape != y.shape:
+            if mode == "same" and a.shape != shape:
                 raise ValueError(f"tensor {tensors[t].name!r} has shape {list(a.shape)}; the fused "
-                                 f"{chain[0].kernel_name} needs {list(y.shape)}, the output's")
-            args[j] = np.ascontiguousarray(a, _F32).reshape(-1)
-        fn(y.reshape(-1), b, *args, y.shape[-1])
+                                 f"{first[0].kernel_name} needs {list(shape)}, the output's")
+            out[j] = np.ascontiguousarray(a, _F32).reshape(-1)
+        return out
+    return args
+
+
+def _element_loop(indent: str, body: list[str]) -> list[str]:
+    """A loop running `body` at each element k (channel ch) of a flat output of `channels` channels."""
+    return [f"{indent}for row in range(out.size // channels):",
+            f"{indent}    for ch in range(channels):",
+            f"{indent}        k = row * channels + ch",
+            *(f"{indent}        {line}" for line in body)]
+
+
+def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[float, float] | None = None
+                  ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """finish(y): bias (one per channel), the producer's fused activation as its cpu kernel clamps
+    (`bounds` (lo, hi), NaN kept; None: no activation) and ctx.epilogue's ops, applied in place to y (a
+    fresh C-contiguous float32 array of the output's shape) in one compiled pass; returns y. None when
+    there is nothing to do."""
+    if bias is None and bounds is None and not ctx.epilogue:
+        return None
+    head = ["v = out[k]" + (" + b[ch]" if bias is not None else "")]
+    if bounds is not None:
+        lo, hi = (None if not np.isfinite(x) else x for x in bounds)
+        head.append("v = " + clamp("v", lo, hi, _F32))
+    chain, operands = _chain_code(ctx)
+    names = "".join(f"e{j}, " for j in range(len(operands)))
+    source = (f"@kernel\ndef epilogue(out, b, {names}channels):\n"
+              + "\n".join(_element_loop("    ", [*head, *chain, "out[k] = v"])) + "\n")
+    fn = compile_source(source, "epilogue")
+    channels = int(ctx.output_tensor(0).shape[-1])
+    b = np.zeros(1, _F32) if bias is None else np.array(bias, _F32).reshape(-1)
+    compile_now(fn, b, b, *[b for _ in operands], channels)
+    args = _chain_arguments(ctx, operands)
+
+    def finish(y: np.ndarray) -> np.ndarray:
+        fn(y.reshape(-1), b, *args(y.shape), y.shape[-1])
         return y
     return finish
+
+
+# ------------------------------------------------------------------------------ SIN and COS
+#
+# numba's math.sin is one libm call per element, slower than numpy's SIMD sin; _sincos's sin_near /
+# cos_near are straight-line float32 code that LLVM vectorises (32768 floats: 12 µs against numpy's
+# 17). The kernel evaluates them over the whole input, with the epilogue's ops (a scale, a residual
+# ADD) in the same pass, and then redoes the elements past NEAR_LIMIT, if any, with libm's values.
+
+def _sincos_accepts(op, sg) -> bool:
+    """float32 of one static shape in and out, of PER_OP_MIN_SIZE elements or more."""
+    if len(op.inputs) != 1 or len(op.outputs) != 1 or op.inputs[0] < 0 or _quantized(op, sg):
+        return False
+    x, y = sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]]
+    return (x.dtype == _F32 and y.dtype == _F32 and not x.is_dynamic and tuple(x.shape) == tuple(y.shape)
+            and 0 < len(y.shape) <= _MAX_RANK and int(np.prod(y.shape, dtype=np.int64)) >= PER_OP_MIN_SIZE)
+
+
+@JIT.register("SIN", "COS", dtypes=("float32",), accepts=_sincos_accepts, epilogue=epilogue_fits)
+def sin_cos(ctx: KernelContext) -> Run:
+    """SIN / COS of a static float32 tensor, and the ops fused after it, in one vectorised pass."""
+    name = "sin" if ctx.op.opcode == "SIN" else "cos"
+    chain, operands = _chain_code(ctx)
+    names = "".join(f"e{j}, " for j in range(len(operands)))
+    near = ["a = x[k]", "far |= abs(a) > NEAR_LIMIT", f"v = {name}_near(a)", *chain, "out[k] = v"]
+    redo = ["a = x[k]", "if abs(a) > NEAR_LIMIT:",
+            *("    " + line for line in (f"v = {name}32(a)", *chain, "out[k] = v"))]
+    source = (f"@kernel\ndef {name}_pass(x, out, {names}channels):\n    far = False\n"
+              + "\n".join(_element_loop("    ", near)) + "\n    if far:\n"
+              + "\n".join(_element_loop("        ", redo)) + "\n")
+    fn = compile_source(source, f"{name}_pass")
+    shape = tuple(ctx.output_tensor(0).shape)
+    channels = shape[-1]
+    example = np.zeros(1, _F32)
+    compile_now(fn, example, example, *[example for _ in operands], channels)
+    args = _chain_arguments(ctx, operands)
+    other_shapes = unfused(ctx, CPU.kernel(ctx.op.kernel_name))
+    (i,), (o,), v = ctx.inputs, ctx.outputs, ctx.values
+    alloc = ctx.output_buffer(0)
+
+    def run() -> None:
+        x = v[i]
+        if x.shape != shape:     # not the declared shape: numpy's way, then the chain as a pass
+            return other_shapes()
+        r = alloc(shape)
+        fn(np.ascontiguousarray(x, _F32).reshape(-1), r.reshape(-1), *args(shape), channels)
+        v[o] = r
+    return run
 
 
 def unfused(ctx: KernelContext, prepare: Callable[[KernelContext], Run]) -> Run:

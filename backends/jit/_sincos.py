@@ -1,0 +1,105 @@
+"""sin and cos of float32 values as straight-line float32 arithmetic, so that a loop of them vectorises
+(numba lowers math.sin to one libm call per element, which no loop vectoriser can widen).
+
+For |x| <= NEAR_LIMIT (2^17):
+- x = n·π/2 + r with n = rint(x·2/π). π/2 is split in three float32 parts, the first two of 22
+  significant bits (Cody and Waite), so that x − n·p₁ is exact and each FMA after it rounds once.
+- |r| <= π/4 + 0.008: sin r = r + r³·S(r²) and cos r = 1 − r²/2 + r⁴·C(r²), S and C of degree 2,
+  fitted (least squares, reweighted towards the minimax of the relative error, on [0, 0.8]) to
+  (sin r − r)/r³ and (cos r − 1 + r²/2)/r⁴: relative errors of the fits 4.4e-9 and 1.4e-10.
+- n mod 4 picks ±sin r or ±cos r. |x| < 2^-12 gives sin x = x (the correctly rounded value; it keeps
+  −0.0), and cos 0 = 1 exactly.
+Measured against float64 sin / cos rounded to float32 (tests/backends/jit/test_sincos.py): within
+1.6 ulp over |x| <= 2^17 (the rounding of r and of the last FMA; numpy's own float32 SIMD sin: 1.5
+ulp); the conformance tolerance is rtol 1e-5 (~80 ulp). Beyond NEAR_LIMIT, and for ±inf, sin32 / cos32 call libm's sinf / cosf, as
+LiteRT's kernels do; NaN gives NaN.
+
+Kernels that want the vector speed evaluate sin_near / cos_near over a whole array and redo the
+elements above NEAR_LIMIT afterwards (jit/elementwise.py's SIN / COS kernel); sin32 / cos32 are the
+same values one element at a time, for generated code that is not vectorised anyway.
+"""
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+
+from onert_py.backends.jit._numba import kernel
+from onert_py.backends.jit._simd import fma32
+
+_HALF_PI = Fraction(Decimal("3.14159265358979323846264338327950288419716939937510582097494459")) / 2
+
+
+def _leading_bits(v: Fraction, bits: int) -> Fraction:
+    """v rounded to `bits` significant bits."""
+    e = math.floor(math.log2(abs(v)))
+    return Fraction(round(v * 2 ** (bits - 1 - e))) / 2 ** (bits - 1 - e)
+
+
+_P1 = _leading_bits(_HALF_PI, 22)
+_P2 = _leading_bits(_HALF_PI - _P1, 22)
+P1, P2, P3 = np.float32(_P1), np.float32(_P2), np.float32(float(_HALF_PI - _P1 - _P2))
+TWO_OVER_PI = np.float32(float(1 / _HALF_PI))
+NEAR_LIMIT = np.float32(2.0 ** 17)
+_TINY = np.float32(2.0 ** -12)
+_HALF = np.float32(0.5)
+_ONE = np.float32(1.0)
+_ZERO = np.float32(0.0)
+S3, S5, S7 = (np.float32(c) for c in (-0.16666653752326965, 0.008332070894539356, -0.00019503061776049435))
+C4, C6, C8 = (np.float32(c) for c in (0.04166664183139801, -0.0013887194218114018, 2.4419185137958266e-05))
+
+
+@kernel
+def _reduced(x):
+    """(r, odd, upper): x = n·π/2 + r, and n's bits 0 and 1 as booleans (float tests, so that NaN
+    takes no integer conversion)."""
+    n = np.rint(x * TWO_OVER_PI) + _ZERO    # + 0: n = -0.0 would turn r = x = -0.0 into +0.0
+    r = fma32(-n, P1, x)
+    r = fma32(-n, P2, r)
+    r = fma32(-n, P3, r)
+    h = n * _HALF
+    fh = np.floor(h)
+    q = fh * _HALF
+    return r, h != fh, q != np.floor(q)
+
+
+@kernel
+def _poly(r, r2, cosine):
+    """sin r (cosine False) or cos r (True): r·(1 + r²·S(r²)) or 1 + r²·(−½ + r²·C(r²)), one Horner
+    chain whose coefficients a lane selects (both polynomials would cost a lane twice the FMAs)."""
+    p = C8 if cosine else _ZERO
+    p = fma32(p, r2, C6 if cosine else S7)
+    p = fma32(p, r2, C4 if cosine else S5)
+    p = fma32(p, r2, -_HALF if cosine else S3)
+    return fma32(r2, p, _ONE) if cosine else fma32(r * r2, p, r)
+
+
+@kernel
+def sin_near(x):
+    """sin(x) for |x| <= NEAR_LIMIT (float32; NaN gives NaN; larger values: not sin)."""
+    r, odd, upper = _reduced(x)
+    v = _poly(r, r * r, odd)     # quadrants: sin r, cos r, -sin r, -cos r
+    v = -v if upper else v
+    return x if abs(x) < _TINY else v
+
+
+@kernel
+def cos_near(x):
+    """cos(x) for |x| <= NEAR_LIMIT (as sin_near)."""
+    r, odd, upper = _reduced(x)
+    v = _poly(r, r * r, not odd)     # quadrants: cos r, -sin r, -cos r, sin r
+    return -v if upper != odd else v
+
+
+@kernel
+def sin32(x):
+    """sin of a float32: sin_near's value up to NEAR_LIMIT, libm's sinf beyond."""
+    return sin_near(x) if abs(x) <= NEAR_LIMIT else math.sin(x)
+
+
+@kernel
+def cos32(x):
+    """cos of a float32: cos_near's value up to NEAR_LIMIT, libm's cosf beyond."""
+    return cos_near(x) if abs(x) <= NEAR_LIMIT else math.cos(x)
