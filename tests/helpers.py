@@ -156,7 +156,7 @@ def assert_matches_litert(model: ModelBuilder, inputs: Sequence[np.ndarray], rto
     return expected
 
 
-def run_litert_builtin(mb: ModelBuilder, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+def run_litert_builtin(mb: ModelBuilder | bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """LiteRT's own (builtin) kernels, without the default XNNPACK delegate.
 
     XNNPACK's float kernels do not follow the builtin ones on special values (its EXP gives 0 for NaN,
@@ -164,7 +164,8 @@ def run_litert_builtin(mb: ModelBuilder, inputs: Sequence[np.ndarray]) -> list[n
     which only the delegate runs, is compared with the default interpreter on finite values.
     """
     litert = pytest.importorskip("ai_edge_litert.interpreter")
-    it = litert.Interpreter(model_content=mb.to_bytes("tflite"),
+    data = mb.to_bytes("tflite") if isinstance(mb, ModelBuilder) else mb
+    it = litert.Interpreter(model_content=data,
                             experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     it.allocate_tensors()
     for d, x in zip(it.get_input_details(), inputs):
@@ -399,7 +400,8 @@ def run_litert_builtin_invokes(mb: ModelBuilder, feeds: Sequence[Sequence[np.nda
     """LiteRT's builtin kernels (no delegate) on one interpreter invoked once per feed, so that a
     stateful op's state carries over: the outputs of each invoke."""
     litert = pytest.importorskip("ai_edge_litert.interpreter")
-    it = litert.Interpreter(model_content=mb.to_bytes("tflite"),
+    data = mb.to_bytes("tflite") if isinstance(mb, ModelBuilder) else mb
+    it = litert.Interpreter(model_content=data,
                             experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     it.allocate_tensors()
     expected = []

@@ -155,3 +155,14 @@ def fma32(typingctx, a, b, c):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
         return builder.call(fn, args)
     return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@intrinsic
+def pow2_of(typingctx, n):
+    """2.0 ** n as a float32, for an integer-valued float32 n in [-126, 127] (the exponent field
+    written directly: a loop of them vectorises, where ldexp is a libm call)."""
+    def codegen(context, builder, sig, args):
+        k = builder.fptosi(args[0], _I32)
+        bits = builder.shl(builder.add(k, ir.Constant(_I32, 127)), ir.Constant(_I32, 23))
+        return builder.bitcast(bits, ir.FloatType())
+    return types.float32(types.float32), codegen

@@ -28,11 +28,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 # numba-side names a template may use (imported by every generated module)
-_HELPERS = ("_numba.py", "_simd.py", "_sincos.py")
+_HELPERS = ("_numba.py", "_simd.py", "_vmath.py")
 _PRELUDE = """import math
 import numpy as np
 from onert_py.backends.jit._numba import clamp, clamp_hi, clamp_lo, kernel
-from onert_py.backends.jit._sincos import NEAR_LIMIT, cos32, cos_near, sin32, sin_near
+from onert_py.backends.jit._vmath import NEAR_LIMIT, cos32, cos_near, exp32, logistic32, sin32, sin_near
 """
 
 

@@ -137,7 +137,7 @@ def _logical_not(op, sg) -> Expr | None:
 
 
 _UNARY_F32 = {"NEG": "(-{0})", "ABS": "abs({0})", "SQUARE": "({0} * {0})", "SIN": "sin32({0})",
-              "COS": "cos32({0})", "SQRT": "np.sqrt({0})",
+              "COS": "cos32({0})", "EXP": "exp32({0})", "LOGISTIC": "logistic32({0})", "SQRT": "np.sqrt({0})",
               "RELU": clamp("{0}", 0.0, None, _F32), "RELU6": clamp("{0}", 0.0, 6.0, _F32),
               "RELU_N1_TO_1": clamp("{0}", -1.0, 1.0, _F32)}
 
@@ -240,7 +240,7 @@ def _per_op(ctx: KernelContext) -> Run:
 
 
 for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH",
-              "RELU", "RELU6", "RELU_N1_TO_1"):
+              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT"):
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True)(_per_op)
 
 
@@ -511,14 +511,20 @@ def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[flo
     return finish
 
 
-# ------------------------------------------------------------------------------ SIN and COS
+# --------------------------------------------------------------------- SIN, COS, EXP, LOGISTIC
 #
-# numba's math.sin is one libm call per element, slower than numpy's SIMD sin; _sincos's sin_near /
-# cos_near are straight-line float32 code that LLVM vectorises (32768 floats: 12 µs against numpy's
-# 17). The kernel evaluates them over the whole input, with the epilogue's ops (a scale, a residual
-# ADD) in the same pass, and then redoes the elements past NEAR_LIMIT, if any, with libm's values.
+# numba's math.sin / math.exp are one libm call per element, slower than numpy's SIMD loops; _vmath's
+# functions are straight-line float32 code that LLVM vectorises (32768 floats: sin 12 µs against
+# numpy's 17, exp 12 against 16, logistic 15 against cpu's 26). The kernel evaluates one over the
+# whole input with the epilogue's ops (a scale, a gate's MUL, a residual ADD) in the same pass; sin
+# and cos then redo the elements past NEAR_LIMIT, if any, with libm's values.
 
-def _sincos_accepts(op, sg) -> bool:
+# op -> (the vectorised function, the one for elements past NEAR_LIMIT or None: every value taken)
+_VECTOR_MATH = {"SIN": ("sin_near", "sin32"), "COS": ("cos_near", "cos32"), "EXP": ("exp32", None),
+                "LOGISTIC": ("logistic32", None)}
+
+
+def _vector_math_accepts(op, sg) -> bool:
     """float32 of one static shape in and out, of PER_OP_MIN_SIZE elements or more."""
     if len(op.inputs) != 1 or len(op.outputs) != 1 or op.inputs[0] < 0 or _quantized(op, sg):
         return False
@@ -527,19 +533,19 @@ def _sincos_accepts(op, sg) -> bool:
             and 0 < len(y.shape) <= _MAX_RANK and int(np.prod(y.shape, dtype=np.int64)) >= PER_OP_MIN_SIZE)
 
 
-@JIT.register("SIN", "COS", dtypes=("float32",), accepts=_sincos_accepts, epilogue=epilogue_fits)
-def sin_cos(ctx: KernelContext) -> Run:
-    """SIN / COS of a static float32 tensor, and the ops fused after it, in one vectorised pass."""
-    name = "sin" if ctx.op.opcode == "SIN" else "cos"
+def vector_math(ctx: KernelContext) -> Run:
+    """SIN / COS / EXP / LOGISTIC of a static float32 tensor, and the ops fused after it, in one
+    vectorised pass."""
+    near, far = _VECTOR_MATH[ctx.op.opcode]
     chain, operands = _chain_code(ctx)
     names = "".join(f"e{j}, " for j in range(len(operands)))
-    near = ["a = x[k]", "far |= abs(a) > NEAR_LIMIT", f"v = {name}_near(a)", *chain, "out[k] = v"]
-    redo = ["a = x[k]", "if abs(a) > NEAR_LIMIT:",
-            *("    " + line for line in (f"v = {name}32(a)", *chain, "out[k] = v"))]
-    source = (f"@kernel\ndef {name}_pass(x, out, {names}channels):\n    far = False\n"
-              + "\n".join(_element_loop("    ", near)) + "\n    if far:\n"
-              + "\n".join(_element_loop("        ", redo)) + "\n")
-    fn = compile_source(source, f"{name}_pass")
+    lines = ["a = x[k]", *(["far |= abs(a) > NEAR_LIMIT"] if far else []), f"v = {near}(a)", *chain, "out[k] = v"]
+    source = (f"@kernel\ndef {near}_pass(x, out, {names}channels):\n    far = False\n"
+              + "\n".join(_element_loop("    ", lines)) + "\n")
+    if far:
+        redo = ["a = x[k]", "if abs(a) > NEAR_LIMIT:", *("    " + line for line in (f"v = {far}(a)", *chain, "out[k] = v"))]
+        source += "    if far:\n" + "\n".join(_element_loop("        ", redo)) + "\n"
+    fn = compile_source(source, f"{near}_pass")
     shape = tuple(ctx.output_tensor(0).shape)
     channels = shape[-1]
     example = np.zeros(1, _F32)
@@ -557,6 +563,13 @@ def sin_cos(ctx: KernelContext) -> Run:
         fn(np.ascontiguousarray(x, _F32).reshape(-1), r.reshape(-1), *args(shape), channels)
         v[o] = r
     return run
+
+
+# EXP and LOGISTIC also join the chain of an op before them (their expressions vectorise there too);
+# SIN and COS do not: in a chain their expression's libm branch would keep the pass scalar
+JIT.register("SIN", "COS", dtypes=("float32",), accepts=_vector_math_accepts, epilogue=epilogue_fits)(vector_math)
+JIT.register("EXP", "LOGISTIC", dtypes=("float32",), accepts=_vector_math_accepts, epilogue=epilogue_fits,
+             fusable=True)(vector_math)
 
 
 def unfused(ctx: KernelContext, prepare: Callable[[KernelContext], Run]) -> Run:

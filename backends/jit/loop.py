@@ -65,7 +65,7 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
     another backend)."""
     code, sg = namer.code, ex.subgraph
     before = len(code.lines)
-    for op in ex.operations:
+    for op in _model_operations(ex):
         forced = op_backend.get(f"{sg.index}:{op.index}") or op_backend.get(op.kernel_name)
         expr = expression_of(op, sg)
         if expr is None or (forced is not None and forced != "jit"):
@@ -86,6 +86,14 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
         out = namer.output(out_t)
         code.element_loop(indent, out, expr, inputs, out_shape, lambda j, o=out_t: f"{namer.prefix}i{o}_{j}")
     return code.lines[before:]
+
+
+def _model_operations(ex) -> list:
+    """ex's operations as the model has them: an op with ops fused into its kernel (op.fused, one
+    executor operation writing the chain's last output) is its own model op and then each of the
+    chain's, so that the loop computes every one of them."""
+    ops = ex.subgraph.operations
+    return [m for op in ex.operations for m in ((ops[op.index], *(ops[i] for i in op.fused)) if op.fused else (op,))]
 
 
 def _reaches(expr, shapes: list[tuple], out_shape: tuple) -> bool:

@@ -154,3 +154,19 @@ def test_softmax_int16_and_dynamic_stay_on_cpu():
     assert _run(mb, [np.zeros((2, 5), np.int16)], "jit;cpu")[0] == ["cpu"]
     mb = single_op_model("SOFTMAX", [("x", [-1, 5], np.int8, (0.1, 0))], [("y", [-1, 5], np.int8, (1 / 256, -128))])
     assert _run(mb, [np.zeros((2, 5), np.int8)], "jit;cpu")[0] == ["cpu"]
+
+
+@pytest.mark.parametrize("op,formula", [("NEG", np.negative), ("ABS", np.abs), ("SQUARE", np.square),
+                                        ("SQRT", np.sqrt)])
+def test_plain_unary_bit_exact(op, formula):
+    """NEG, ABS, SQUARE, SQRT: one IEEE operation each, so the cpu kernel's and numpy's bits."""
+    xs = (1, 24, 20, 16)
+    x = _x(xs, 6)
+    mb = single_op_model(op, [("x", list(xs), np.float32)], [("y", list(xs), np.float32)])
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["jit"]
+    _same_bits(got, _run(mb, [x], "cpu")[1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = formula(x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import assert_close, run_litert
+from helpers import assert_close, run_litert, run_litert_builtin
 from onert_py.errors import ExecutionError
 from onert_py.schema.writer import ModelBuilder
 
@@ -233,3 +233,38 @@ def test_activations_in_compiled_loop(n):
     _same(out, cpu)
     np.testing.assert_array_equal(np.signbit(out[1]), np.signbit(cpu[1]))
     assert_close(out, run_litert(data, inputs), rtol=1e-6, atol=1e-7)
+
+
+def _transcendental_body(sg, ts):
+    """v = sigmoid(v) * 2 - exp(-v) * 0.1 + sin(v) * cos(v), i += 1 (every op has a jit expression)."""
+    i, v = ts
+    shape = [8, 4]
+    two, tenth = sg.const("two", np.array([2.0], F32)), sg.const("tenth", np.array([0.1], F32))
+    names = ("sg", "sg2", "nv", "ex", "ex1", "sn", "cs", "sc", "d", "nv2")
+    t = {n: sg.tensor(n, shape, F32) for n in names}
+    sg.op("LOGISTIC", [v], [t["sg"]])
+    sg.op("MUL", [t["sg"], two], [t["sg2"]], fused_activation_function=0)
+    sg.op("NEG", [v], [t["nv"]])
+    sg.op("EXP", [t["nv"]], [t["ex"]])
+    sg.op("MUL", [t["ex"], tenth], [t["ex1"]], fused_activation_function=0)
+    sg.op("SIN", [v], [t["sn"]])
+    sg.op("COS", [v], [t["cs"]])
+    sg.op("MUL", [t["sn"], t["cs"]], [t["sc"]], fused_activation_function=0)
+    sg.op("SUB", [t["sg2"], t["ex1"]], [t["d"]], fused_activation_function=0)
+    sg.op("ADD", [t["d"], t["sc"]], [t["nv2"]], fused_activation_function=0)
+    sg.inputs, sg.outputs = ts, [_step(sg, i), t["nv2"]]
+
+
+@pytest.mark.parametrize("n", [1, 40])
+def test_transcendental_body_compiles(n):
+    """SIN, COS, EXP and LOGISTIC compile into the loop with jit/_vmath's functions: within the float
+    tolerance of the cpu backend's numpy loop and of LiteRT's builtin kernels."""
+    data = _loop(_transcendental_body, _count_below(n), [("i", [1], I32), ("v", [8, 4], F32)])
+    v = (np.random.default_rng(n).normal(size=(8, 4)) * 3).astype(F32)
+    v.reshape(-1)[:3] = [np.nan, 3e5, -0.0]      # NaN, a value past sin's NEAR_LIMIT, a signed zero
+    inputs = [np.array([0], I32), v]
+    out, cpu, compiled = _both(data, inputs)
+    assert compiled
+    assert_close(out, cpu, rtol=1e-5, atol=1e-6)
+    # the builtin kernels: LiteRT's default XNNPACK sine gives NaN for 3e5 (jit/_vmath.py)
+    assert_close(out, run_litert_builtin(data, inputs), rtol=1e-5, atol=1e-6)

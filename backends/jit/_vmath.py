@@ -1,7 +1,8 @@
-"""sin and cos of float32 values as straight-line float32 arithmetic, so that a loop of them vectorises
-(numba lowers math.sin to one libm call per element, which no loop vectoriser can widen).
+"""sin, cos, exp and the logistic function of float32 values as straight-line float32 arithmetic, so
+that a loop of them vectorises (numba lowers math.sin or math.exp to one libm call per element, which
+no loop vectoriser can widen).
 
-For |x| <= NEAR_LIMIT (2^17):
+sin and cos, for |x| <= NEAR_LIMIT (2^17):
 - x = n·π/2 + r with n = rint(x·2/π). π/2 is split in three float32 parts, the first two of 22
   significant bits (Cody and Waite), so that x − n·p₁ is exact and each FMA after it rounds once.
 - |r| <= π/4 + 0.008: sin r = r + r³·S(r²) and cos r = 1 − r²/2 + r⁴·C(r²), S and C of degree 2,
@@ -9,10 +10,17 @@ For |x| <= NEAR_LIMIT (2^17):
   (sin r − r)/r³ and (cos r − 1 + r²/2)/r⁴: relative errors of the fits 4.4e-9 and 1.4e-10.
 - n mod 4 picks ±sin r or ±cos r. |x| < 2^-12 gives sin x = x (the correctly rounded value; it keeps
   −0.0), and cos 0 = 1 exactly.
-Measured against float64 sin / cos rounded to float32 (tests/backends/jit/test_sincos.py): within
+Measured against float64 sin / cos rounded to float32 (tests/backends/jit/test_vmath.py): within
 1.6 ulp over |x| <= 2^17 (the rounding of r and of the last FMA; numpy's own float32 SIMD sin: 1.5
 ulp); the conformance tolerance is rtol 1e-5 (~80 ulp). Beyond NEAR_LIMIT, and for ±inf, sin32 / cos32 call libm's sinf / cosf, as
 LiteRT's kernels do; NaN gives NaN.
+
+exp: x = n·ln2 + r, n = rint(x·log2 e), ln 2 in two float32 parts of 22 bits (x − n·l₁ exact);
+exp r on |r| <= ln2/2 by its Taylor polynomial to r⁷ (truncation 5e-9 relative); 2^n in two factors
+of the exponent field (pow2_of), so that results below FLT_MIN round once into the subnormals. x is
+first clamped to [−104, 89] (results 0 and inf beyond; NaN stays NaN). Within 1.5 ulp of float64 exp
+rounded to float32 (tests). logistic(x) = 1/(1 + e) for x >= 0, e/(1 + e) below, with e = exp(−|x|)
+(no overflow; x far below 0 gives exp(x)'s subnormals): within 2.5 ulp (tests).
 
 Kernels that want the vector speed evaluate sin_near / cos_near over a whole array and redo the
 elements above NEAR_LIMIT afterwards (jit/elementwise.py's SIN / COS kernel); sin32 / cos32 are the
@@ -27,7 +35,7 @@ from fractions import Fraction
 import numpy as np
 
 from onert_py.backends.jit._numba import kernel
-from onert_py.backends.jit._simd import fma32
+from onert_py.backends.jit._simd import fma32, pow2_of
 
 _HALF_PI = Fraction(Decimal("3.14159265358979323846264338327950288419716939937510582097494459")) / 2
 
@@ -103,3 +111,33 @@ def sin32(x):
 def cos32(x):
     """cos of a float32: cos_near's value up to NEAR_LIMIT, libm's cosf beyond."""
     return cos_near(x) if abs(x) <= NEAR_LIMIT else math.cos(x)
+
+
+_LN2 = Fraction(Decimal("0.693147180559945309417232121458176568075500134360255254120680009"))
+_L1 = _leading_bits(_LN2, 22)
+LN2_1, LN2_2 = np.float32(_L1), np.float32(float(_LN2 - _L1))
+LOG2E = np.float32(float(1 / _LN2))
+EXP_LO, EXP_HI = np.float32(-104.0), np.float32(89.0)
+# 1/k! for k = 7 .. 2 (Horner from the top)
+E7, E6, E5, E4, E3, E2 = (np.float32(1.0 / math.factorial(k)) for k in range(7, 1, -1))
+
+
+@kernel
+def exp32(x):
+    """exp of a float32 (see the module's docstring)."""
+    x = EXP_LO if x < EXP_LO else (EXP_HI if x > EXP_HI else x)    # NaN passes
+    n = np.rint(x * LOG2E)
+    n = n if n == n else _ZERO                                       # NaN: no undefined conversion
+    r = fma32(-n, LN2_1, x)
+    r = fma32(-n, LN2_2, r)
+    p = fma32(fma32(fma32(fma32(fma32(E7, r, E6), r, E5), r, E4), r, E3), r, E2)
+    p = fma32(fma32(p, r, _ONE), r, _ONE)
+    low = np.floor(n * _HALF)
+    return p * pow2_of(low) * pow2_of(n - low)
+
+
+@kernel
+def logistic32(x):
+    """1 / (1 + exp(-x)) of a float32, without overflow (see the module's docstring)."""
+    e = exp32(-abs(x))
+    return (_ONE if x >= _ZERO else e) / (_ONE + e)     # NaN: e is NaN

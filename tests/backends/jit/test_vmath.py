@@ -1,7 +1,8 @@
-"""The jit backend's float32 sin and cos (jit/_sincos.py) and its SIN / COS kernel (jit/elementwise.py):
-accuracy against float64 sin / cos rounded to float32, the values that need care (±0, subnormals, ±inf,
-NaN, the largest reduced arguments, past NEAR_LIMIT), and the kernel with the ops fused after it against
-its unfused run, the cpu backend and LiteRT."""
+"""The jit backend's float32 sin, cos, exp and logistic (jit/_vmath.py) and its SIN / COS / EXP /
+LOGISTIC kernel (jit/elementwise.py): accuracy against the float64 functions, the values that need care
+(±0, subnormals, ±inf, NaN, the largest reduced arguments, past NEAR_LIMIT, overflow and underflow), and
+the kernel with the ops fused after it (or fused into the op before it) against its unfused run, the
+cpu backend and LiteRT."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ pytest.importorskip("numba")
 import onert_py  # noqa: E402
 from helpers import assert_close, rng, run_litert, run_litert_builtin  # noqa: E402
 from onert_py.backends.jit._numba import kernel  # noqa: E402
-from onert_py.backends.jit._sincos import NEAR_LIMIT, cos32, cos_near, sin32, sin_near  # noqa: E402
+from onert_py.backends.jit._vmath import NEAR_LIMIT, cos32, cos_near, exp32, logistic32, sin32, sin_near  # noqa: E402
 from onert_py.schema.writer import ModelBuilder  # noqa: E402
 
 F32 = np.float32
@@ -21,11 +22,21 @@ MAX_ULP = 2.0    # the module's claim: measured 1.53 over 10^6 samples per scale
 
 @kernel
 def _apply(x, out, which):
-    """out = sin32 / cos32 / sin_near / cos_near (which = 0..3) of x, element by element."""
+    """out = sin32 / cos32 / sin_near / cos_near / exp32 / logistic32 (which = 0..5) of x."""
     for i in range(x.size):
         a = x[i]
-        out[i] = sin32(a) if which == 0 else (cos32(a) if which == 1 else (sin_near(a) if which == 2
-                                                                            else cos_near(a)))
+        if which == 0:
+            out[i] = sin32(a)
+        elif which == 1:
+            out[i] = cos32(a)
+        elif which == 2:
+            out[i] = sin_near(a)
+        elif which == 3:
+            out[i] = cos_near(a)
+        elif which == 4:
+            out[i] = exp32(a)
+        else:
+            out[i] = logistic32(a)
 
 
 def _run(x: np.ndarray, which: int) -> np.ndarray:
@@ -87,6 +98,43 @@ def test_past_the_limit_libm_takes_over():
     assert not (_ulps(_run(big, 2), big, np.sin) <= MAX_ULP).any()
 
 
+def _logistic64(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+SMALLEST_NORMAL = np.finfo(F32).tiny
+
+
+@pytest.mark.parametrize("lo,hi", [(-1, 1), (-20, 20), (-87, 88.7)])
+@pytest.mark.parametrize("which,fn,bound", [(4, np.exp, 1.0), (5, _logistic64, 2.5)])
+def test_exp_and_logistic_accuracy(lo, hi, which, fn, bound):
+    x = rng(int(hi)).uniform(lo, hi, size=200_000).astype(F32)
+    exact = fn(x.astype(np.float64))
+    normal = exact >= SMALLEST_NORMAL
+    assert _ulps(_run(x, which)[normal], x[normal], fn).max() <= bound
+
+
+@pytest.mark.parametrize("which,fn", [(4, np.exp), (5, _logistic64)])
+def test_exp_and_logistic_underflow(which, fn):
+    """Results in the subnormals (x down to -104) round once: within one subnormal step of the
+    float64 value; below, 0."""
+    x = np.concatenate([np.linspace(-104, -87, 20001), [-110.0, -1e30, -np.inf]]).astype(F32)
+    with np.errstate(over="ignore"):
+        exact = fn(x.astype(np.float64))
+    got = _run(x, which)
+    assert np.abs(got.astype(np.float64) - exact).max() <= 2.0 ** -149
+    np.testing.assert_array_equal(got[-3:], np.zeros(3, F32))
+
+
+def test_exp_and_logistic_special_values():
+    x = np.array([0.0, -0.0, 88.72, 88.73, 1e30, np.inf, np.nan], F32)
+    e, s = _run(x, 4), _run(x, 5)
+    np.testing.assert_array_equal(e[:2], [1.0, 1.0])
+    assert np.isfinite(e[2]) and e[2] > 3.3e38 and np.isinf(e[3:6]).all() and np.isnan(e[6])
+    np.testing.assert_array_equal(s[:6], [0.5, 0.5, 1.0, 1.0, 1.0, 1.0])
+    assert np.isnan(s[6])
+
+
 # ------------------------------------------------------------------------------------ the kernel
 
 SHAPE = [1, 8, 8, 32]
@@ -123,7 +171,7 @@ def _fused(sess) -> list[tuple[str, tuple[int, ...]]]:
     return [(op.kernel_name, op.fused) for ex in sess.executors for op in ex.operations if op.fused]
 
 
-@pytest.mark.parametrize("opcode", ["SIN", "COS"])
+@pytest.mark.parametrize("opcode", ["SIN", "COS", "EXP", "LOGISTIC"])
 @pytest.mark.parametrize("far", [False, True])
 def test_kernel_fuses_the_scale_and_residual(opcode, far):
     mb = _sin_block(opcode)
@@ -166,3 +214,34 @@ def test_channel_scale_fuses():
     sess = onert_py.infer.session(data, "jit;cpu")
     assert [k for k, _ in _fused(sess)] == ["SIN"]
     assert_close(sess.infer(ins), run_litert_builtin(mb, ins), rtol=1e-5, atol=1e-6)
+
+
+def _gate_model(act: str = "LOGISTIC") -> ModelBuilder:
+    """y = act(x @ W + b) * x: FULLY_CONNECTED, then a gate, as the converter emits sigmoid(v @ W + b) * v."""
+    g = rng(11)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [256, 64], F32)
+    w = sg.const("w", (g.normal(size=(64, 64)) * 0.3).astype(F32))
+    b = sg.const("b", g.normal(size=64).astype(F32))
+    h, s, y = (sg.tensor(n, [256, 64], F32) for n in ("h", "s", "y"))
+    sg.inputs = [x]
+    sg.op("FULLY_CONNECTED", [x, w, b], [h], fused_activation_function=0)
+    sg.op(act, [h], [s])
+    sg.op("MUL", [s, x], [y], fused_activation_function=0)
+    sg.outputs = [y]
+    return mb
+
+
+@pytest.mark.parametrize("act", ["LOGISTIC", "EXP"])
+def test_gate_fuses_into_the_fully_connected(act):
+    mb = _gate_model(act)
+    data = mb.to_bytes("tflite")
+    x = (rng(12).normal(size=(256, 64)) * 2).astype(F32)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == [("FULLY_CONNECTED", (1, 2))]
+    (got,) = sess.infer([x])
+    np.testing.assert_array_equal(got, onert_py.infer.session(data, "jit;cpu", fuse_ops=False).infer([x])[0])
+    assert_close([got], onert_py.infer.session(data, "cpu").infer([x]), rtol=1e-5, atol=1e-6)
+    assert_close([got], run_litert_builtin(mb, [x]), rtol=1e-5, atol=1e-6)
