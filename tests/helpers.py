@@ -164,7 +164,7 @@ def run_litert_builtin(mb: ModelBuilder | bytes, inputs: Sequence[np.ndarray]) -
     which only the delegate runs, is compared with the default interpreter on finite values.
     """
     litert = pytest.importorskip("ai_edge_litert.interpreter")
-    data = mb.to_bytes("tflite") if isinstance(mb, ModelBuilder) else mb
+    data = bytes(mb) if isinstance(mb, (bytes, bytearray)) else mb.to_bytes("tflite")
     it = litert.Interpreter(model_content=data,
                             experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     it.allocate_tensors()
@@ -400,7 +400,7 @@ def run_litert_builtin_invokes(mb: ModelBuilder, feeds: Sequence[Sequence[np.nda
     """LiteRT's builtin kernels (no delegate) on one interpreter invoked once per feed, so that a
     stateful op's state carries over: the outputs of each invoke."""
     litert = pytest.importorskip("ai_edge_litert.interpreter")
-    data = mb.to_bytes("tflite") if isinstance(mb, ModelBuilder) else mb
+    data = bytes(mb) if isinstance(mb, (bytes, bytearray)) else mb.to_bytes("tflite")
     it = litert.Interpreter(model_content=data,
                             experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     it.allocate_tensors()

@@ -124,12 +124,14 @@ class Code:
 
     def element_loop(self, indent: str, out: str, expr: Expr, inputs: Sequence[tuple[str, tuple]],
                      out_shape: tuple, index_name: Callable[[int], str], bound: str | None = None,
-                     channels: str | None = None) -> None:
+                     channels: str | None = None, then: Sequence[str] = ()) -> None:
         """`out[k] = expr` over the output's elements, each input (name, shape) indexed as the module
         docstring says; an input that varies only along the last axis (a bias, a per-channel scale)
         is read at k % C in a row/channel double loop, which vectorizes where a gathered index does
         not. Index arrays are registered as arguments named by index_name(j). `bound` / `channels`:
-        the size and last dim as source expressions (for code generic over shapes), else literals."""
+        the size and last dim as source expressions (for code generic over shapes), else literals.
+        `then`: lines applied to the value `v` (at element k, channel ch) before it is stored (ops
+        fused after this one); they take the row/channel loop."""
         size = int(np.prod(out_shape, dtype=np.int64))
         c = int(out_shape[-1]) if out_shape else 1
         modes = []
@@ -156,12 +158,13 @@ class Code:
                 ix = self.arg(index_name(j), broadcast_index(shape, out_shape))
                 refs.append(f"{name}[{ix}[k]]")
         value = expr.template.format(*refs)
-        if "channel" in modes:
+        if "channel" in modes or then:
             cs = channels if channels is not None else str(c)
+            body = [f"v = {value}", *then, f"{out}[k] = v"] if then else [f"{out}[k] = {value}"]
             self.lines += [f"{indent}for row in range(({bound}) // ({cs})):",
                            f"{indent}    for ch in range({cs}):",
                            f"{indent}        k = row * ({cs}) + ch",
-                           f"{indent}        {out}[k] = {value}"]
+                           *(f"{indent}        {line}" for line in body)]
         else:
             self.lines += [f"{indent}for k in range({bound}):", f"{indent}    {out}[k] = {value}"]
 

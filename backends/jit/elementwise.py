@@ -196,19 +196,35 @@ def _per_op(ctx: KernelContext) -> Run:
     code = Code()
     names = [f"a{j}" for j in range(len(expr.inputs))]
     shapes = [tuple(ctx.input_tensor(i).shape) for i in expr.inputs]
+    chain, operands = _chain_code(ctx) if ctx.epilogue else ([], [])
     code.element_loop("    ", "out", expr, list(zip(names, shapes)), out_shape, lambda j: f"i{j}",
-                      bound="out.shape[0]", channels="channels")
+                      bound="out.shape[0]", channels="channels", then=chain)
     index_args = code.args   # broadcast index arrays, made now
     index_values = [*code.values, out_shape[-1]]
-    source = (f"@kernel\ndef elementwise(out, {', '.join(names + index_args)}, channels):\n"
+    chain_names = [f"e{j}" for j in range(len(operands))]
+    source = (f"@kernel\ndef elementwise(out, {', '.join(names + chain_names + index_args)}, channels):\n"
               + "\n".join(code.lines) + "\n")
     fn = compile_source(source, "elementwise")
-    compile_now(fn, np.empty(1, _F32), *[np.empty(1, _F32) for _ in names], *index_values)
+    example = np.empty(1, _F32)
+    compile_now(fn, example, *[example for _ in names + chain_names], *index_values)
     slots = [ctx.inputs[i] for i in expr.inputs]
     v, (o,) = ctx.values, ctx.outputs
     alloc = ctx.output_buffer(0)
     ascontig = np.ascontiguousarray
-    other_shapes = CPU.kernel(op.kernel_name)(ctx)   # inputs not of the declared shapes: numpy's way
+    # inputs not of the declared shapes: numpy's way (and the fused ops as a pass after it)
+    other_shapes = unfused(ctx, CPU.kernel(op.kernel_name))
+    if chain:
+        args = _chain_arguments(ctx, operands)
+        fixed = [ctx.const(i) for i in expr.inputs]
+
+        def run_fused() -> None:
+            xs = [v[s] if c is None else c for s, c in zip(slots, fixed)]
+            if any(x.shape != d for x, d in zip(xs, shapes)):
+                return other_shapes()
+            r = alloc(out_shape)
+            fn(r.reshape(size), *[ascontig(x, _F32).reshape(-1) for x in xs], *args(out_shape), *index_values)
+            v[o] = r
+        return run_fused
 
     # One closure per form, without lists (~1.5 µs a call less than a general one): one input
     # (HARD_SWISH), two (a residual ADD), or an input with a constant second operand (a bias, a scale,
@@ -238,10 +254,6 @@ def _per_op(ctx: KernelContext) -> Run:
         v[o] = r
     return run_one_varying
 
-
-for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH",
-              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT"):
-    JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True)(_per_op)
 
 
 # ------------------------------------------------------------------------ 8-bit ADD, SUB, MUL
@@ -570,6 +582,10 @@ def vector_math(ctx: KernelContext) -> Run:
 JIT.register("SIN", "COS", dtypes=("float32",), accepts=_vector_math_accepts, epilogue=epilogue_fits)(vector_math)
 JIT.register("EXP", "LOGISTIC", dtypes=("float32",), accepts=_vector_math_accepts, epilogue=epilogue_fits,
              fusable=True)(vector_math)
+# the per-op kernels (above) join a chain, or start one: a run of elementwise ops is one pass
+for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH",
+              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT"):
+    JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True, epilogue=epilogue_fits)(_per_op)
 
 
 def unfused(ctx: KernelContext, prepare: Callable[[KernelContext], Run]) -> Run:

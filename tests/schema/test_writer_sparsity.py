@@ -131,21 +131,10 @@ def test_litert_reads_the_written_sparsity():
         mb = _model(dense, order, block_map, block_size, fmts, INDEX_TYPES[k % 3])
         first = onert_py.load_model(mb.to_bytes("tflite"))
         data = serialize(first, "tflite")                  # the writer's re-encoding of a loaded model
-        (want,) = run_litert_builtin(_Bytes(data), [])
+        (want,) = run_litert_builtin(data, [])
         np.testing.assert_array_equal(want, dense)
         count += 1
     assert count >= 44
-
-
-class _Bytes:
-    """A ModelBuilder stand-in for run_litert_builtin: fixed bytes."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def to_bytes(self, fmt: str) -> bytes:
-        assert fmt == "tflite"
-        return self.data
 
 
 def test_sparse_encode_rejects_bad_layouts():

@@ -95,20 +95,25 @@ def test_conv_add_prelu_fuse_and_give_the_unfused_bits():
     {"add_self": True},                    # ADD(conv, conv): the carried value read twice by one op
 ])
 def test_chains_that_must_not_fuse(variant):
+    """The conv keeps its output; the ADD, a per-op kernel, then starts a chain of its own (PRELU)."""
     mb = _block(**variant)
     data, ins = mb.to_bytes("tflite"), _inputs(mb)
     sess = onert_py.infer.session(data, "jit;cpu")
-    assert _fused(sess) == []
-    assert_close(sess.infer(ins), onert_py.infer.session(data, "cpu").infer(ins), rtol=1e-6, atol=1e-5)
+    assert _fused(sess) == [("ADD", (2,))]
+    got = sess.infer(ins)
+    assert_close(got, onert_py.infer.session(data, "cpu").infer(ins), rtol=1e-6, atol=1e-5)
+    unfused = onert_py.infer.session(data, "jit;cpu", fuse_ops=False).infer(ins)
+    for a, b in zip(got, unfused):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_a_broadcast_that_is_not_per_channel_ends_the_chain():
-    # ADD's residual [1, 6, 1, 16] broadcasts along W: not an operand an epilogue reads (the ADD stays
-    # on its own; PRELU then follows an op without an epilogue)
+    # ADD's residual [1, 6, 1, 16] broadcasts along W: not an operand an epilogue reads, so the conv's
+    # chain stops; the ADD (its per-op kernel reads the residual through an index array) takes PRELU
     mb = _block(residual_shape=[1, 6, 1, 16])
     data, ins = mb.to_bytes("tflite"), _inputs(mb)
     sess = onert_py.infer.session(data, "jit;cpu")
-    assert _fused(sess) == []
+    assert _fused(sess) == [("ADD", (2,))]
     _unfused_bits(sess.infer(ins)[0], data, ins)
 
 
@@ -271,3 +276,31 @@ def test_int8_residual_add_left_apart(variant):
     assert not _fused(sess)
     for got, want in zip(sess.infer(ins), run_litert_builtin(mb, ins)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("first_shape", [SHAPE, [1, 6, 1, 16], [16]], ids=["same", "broadcast_w", "channel"])
+def test_elementwise_ops_fuse_into_one_pass(first_shape):
+    """x * s -> + b -> RELU6 -> * y -> NEG: the first op's per-op kernel (whatever its broadcast) takes
+    the others into its pass, with the unfused run's bits, the cpu backend's and LiteRT's values."""
+    g = rng(21)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x, y = sg.tensor("x", SHAPE, np.float32), sg.tensor("y", SHAPE, np.float32)
+    s = sg.const("s", g.normal(size=first_shape).astype(np.float32))
+    b = sg.const("b", g.normal(size=[16]).astype(np.float32))
+    t = [sg.tensor(f"t{k}", SHAPE, np.float32) for k in range(5)]
+    sg.inputs = [x, y]
+    sg.op("MUL", [x, s], [t[0]], fused_activation_function=NONE)
+    sg.op("ADD", [t[0], b], [t[1]], fused_activation_function=NONE)
+    sg.op("RELU6", [t[1]], [t[2]])
+    sg.op("MUL", [y, t[2]], [t[3]], fused_activation_function=NONE)
+    sg.op("NEG", [t[3]], [t[4]])
+    sg.outputs = [t[4]]
+    data = mb.to_bytes("tflite")
+    ins = [(g.normal(size=SHAPE) * 4).astype(np.float32) for _ in range(2)]
+    ins[0].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == [("MUL", (1, 2, 3, 4))]
+    got = sess.infer(ins)[0]
+    _unfused_bits(got, data, ins)
+    assert_close([got], run_litert_builtin(mb, ins), rtol=1e-5, atol=1e-6)
