@@ -17,6 +17,7 @@ from helpers import (assert_close, assert_matches_litert, check_builtin, rng, ru
                      run_litert_builtin, run_onert, single_op_model)
 from onert_py.backends.cpu.conv import conv_output_size  # noqa: E402
 from onert_py.backends.jit._gemm import gemm_wins  # noqa: E402
+from onert_py.backends.jit.conv import _windows_win  # noqa: E402
 
 SAME, VALID = 0, 1
 NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT = 0, 1, 2, 3, 4, 5
@@ -328,15 +329,20 @@ CONV_FLOAT = [
     ([1, 16, 16, 3], (16, 3, 3, 3), (2, 2), (1, 1), SAME, RELU6, True),      # an RGB stem (transposed im2col)
     ([1, 11, 13, 8], (5, 3, 3, 8), (1, 1), (2, 2), SAME, RELU_N1_TO_1, True),  # dilated
     ([1, 10, 10, 6], (4, 5, 5, 6), (2, 1), (1, 1), VALID, NONE, True),       # 5x5 VALID, mixed strides
+    # 8 output channels: the windows read in place (half the GEMM's lanes padding, no im2col copy)
+    ([1, 32, 32, 3], (8, 3, 3, 3), (2, 2), (1, 1), SAME, NONE, True),        # hand_recrop's RGB stem
+    ([1, 16, 16, 8], (8, 2, 2, 8), (2, 2), (1, 1), SAME, RELU, True),        # its 2x2 / 2 downsampling
+    ([1, 9, 9, 4], (20, 3, 3, 4), (1, 1), (1, 2), SAME, NONE, True),         # dilated width: the sgemm
 ]
 
 
 @pytest.mark.parametrize("x_shape,w_shape,stride,dil,pad,act,bias", CONV_FLOAT)
 def test_float_conv2d_against_cpu_and_litert(x_shape, w_shape, stride, dil, pad, act, bias):
-    # Output channel counts the packed GEMM takes (gemm_wins: 16, 24) sum in its own order (in order
-    # over k, with FMAs) and agree with the cpu kernel within the tolerance; the others run the cpu
-    # kernel's sgemm and then bias and clamp in one pass, the same float32 operations as cpu: the same
-    # bits. Both keep inf and NaN where cpu has them.
+    # Convolutions the packed GEMM takes (gemm_wins: 16, 24 output channels; from 8 when it reads the
+    # windows in place, _windows_win) sum in its own order (in order over k, with FMAs) and agree with
+    # the cpu kernel within the tolerance; the others run the cpu kernel's sgemm and then bias and clamp
+    # in one pass, the same float32 operations as cpu: the same bits. Both keep inf and NaN where cpu
+    # has them.
     g = rng(10)
     cout, kh, kw, _ = w_shape
     ins = [("x", x_shape, np.float32), ("const", g.normal(size=w_shape).astype(np.float32))]
@@ -354,7 +360,7 @@ def test_float_conv2d_against_cpu_and_litert(x_shape, w_shape, stride, dil, pad,
     finite = g.normal(size=x_shape).astype(np.float32)
     jit = onert_py.infer.session(data, "jit;cpu").infer([finite])[0]
     cpu = onert_py.infer.session(data, "cpu").infer([finite])[0]
-    if gemm_wins(cout):
+    if gemm_wins(cout) or _windows_win(cout, (kh, kw), stride, dil):
         assert_close(jit, cpu, rtol=1e-5, atol=ATOL)
     else:
         np.testing.assert_array_equal(jit, cpu)

@@ -212,6 +212,26 @@ def test_unwritable_cache_dir_falls_back_to_tmp(tmp_path, monkeypatch):
     _same(sess.infer(inputs), _session(data, "cpu").infer(inputs))
 
 
+def test_generated_modules_name_their_helpers_version(tmp_path, monkeypatch):
+    """numba's disk cache checks only a generated file's own date: the file's name must change with the
+    helpers its code inlines (_numba, _simd, _vmath), or a new version would run the old machine code."""
+    import hashlib
+
+    from onert_py.backends.jit import codegen
+    here = Path(codegen.__file__).resolve().parent
+    digest = hashlib.sha1(b"".join((here / n).read_bytes() for n in ("_numba.py", "_simd.py", "_vmath.py")))
+    assert digest.hexdigest()[:16] in codegen._PRELUDE
+    monkeypatch.setenv("ONERT_PY_JIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_modules", {})
+    fn = codegen.compile_source("@kernel\ndef twice(x):\n    return x * 2\n", "twice")
+    assert fn(np.float32(1.5)) == 3.0
+    (written,) = tmp_path.glob("*.py")
+    assert digest.hexdigest()[:16] in written.read_text()
+    monkeypatch.setattr(codegen, "_PRELUDE", codegen._PRELUDE.replace(digest.hexdigest()[:16], "0" * 16))
+    codegen.compile_source("@kernel\ndef twice(x):\n    return x * 2\n", "twice")
+    assert len(list(tmp_path.glob("*.py"))) == 2     # another helpers' version: another module
+
+
 def _activation_body(sg, ts):
     """v = prelu(hard_swish(v) - 1, alpha per column), i += 1: the activations' expressions compiled."""
     i, v = ts
