@@ -280,7 +280,9 @@ def bench_loops(repeats: int, log) -> list[tuple[str, dict]]:
                 best[name][0] = min(best[name][0], _timed(short, [v0]))
                 best[name][1] = min(best[name][1], _timed(long_, [v0]))
         for name, (s, l) in best.items():
-            result[name] = (l - s) / (N_LONG - N_SHORT) * 1e6  # µs per iteration
+            # µs per iteration; a compiled loop's is below the clock's resolution, and noise can make
+            # the difference negative: 0 then
+            result[name] = max((l - s) / (N_LONG - N_SHORT) * 1e6, 0.0)
         log(f"{label}: " + ", ".join(f"{k}={v:.3f} µs" if isinstance(v, float) else f"{k}: {v}"
                                       for k, v in result.items()))
         rows.append((label, result))
