@@ -509,7 +509,6 @@ def _pad_run(ctx: KernelContext, get_value, mode: str = "constant", offset: int 
     x, (o,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     get_pairs = _pairs(ctx, 1)
-    dt = ctx.output_dtype()
     check = ctx.alloc_check()
 
     if mode != "constant":
