@@ -159,14 +159,20 @@ class Code:
                 refs.append(f"{name}[{ix}[k]]")
         value = expr.template.format(*refs)
         if "channel" in modes or then:
-            cs = channels if channels is not None else str(c)
             body = [f"v = {value}", *then, f"{out}[k] = v"] if then else [f"{out}[k] = {value}"]
-            self.lines += [f"{indent}for row in range(({bound}) // ({cs})):",
-                           f"{indent}    for ch in range({cs}):",
-                           f"{indent}        k = row * ({cs}) + ch",
-                           *(f"{indent}        {line}" for line in body)]
+            self.lines += channel_loop(indent, bound, channels if channels is not None else str(c), body)
         else:
             self.lines += [f"{indent}for k in range({bound}):", f"{indent}    {out}[k] = {value}"]
+
+
+def channel_loop(indent: str, bound: str, channels: str, body: Sequence[str]) -> list[str]:
+    """Lines running `body` at each flat index k < `bound` of an output of `channels` channels, with its
+    channel ch: a row/channel double loop (source expressions for both), which vectorises where
+    k % channels does not."""
+    return [f"{indent}for row in range(({bound}) // ({channels})):",
+            f"{indent}    for ch in range({channels}):",
+            f"{indent}        k = row * ({channels}) + ch",
+            *(f"{indent}        {line}" for line in body)]
 
 
 def clamp(template: str, lo: float | None, hi: float | None, dtype: np.dtype) -> str:

@@ -17,7 +17,7 @@ from onert_py.backends.cpu._common import NONE
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.elementwise import PairLookup, _activation_range, _broadcasts
 from onert_py.backends.jit._numba import compile_now, kernel
-from onert_py.backends.jit.codegen import Code, Expr, clamp, compile_source
+from onert_py.backends.jit.codegen import Code, Expr, channel_loop, clamp, compile_source
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 ExprFn = Callable[[object, object], "Expr | None"]
@@ -487,14 +487,6 @@ def _chain_arguments(ctx: KernelContext, operands: list[tuple[int, str, np.ndarr
     return args
 
 
-def _element_loop(indent: str, body: list[str]) -> list[str]:
-    """A loop running `body` at each element k (channel ch) of a flat output of `channels` channels."""
-    return [f"{indent}for row in range(out.size // channels):",
-            f"{indent}    for ch in range(channels):",
-            f"{indent}        k = row * channels + ch",
-            *(f"{indent}        {line}" for line in body)]
-
-
 def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[float, float] | None = None
                   ) -> Callable[[np.ndarray], np.ndarray] | None:
     """finish(y): bias (one per channel), the producer's fused activation as its cpu kernel clamps
@@ -510,7 +502,7 @@ def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[flo
     chain, operands = _chain_code(ctx)
     names = "".join(f"e{j}, " for j in range(len(operands)))
     source = (f"@kernel\ndef epilogue(out, b, {names}channels):\n"
-              + "\n".join(_element_loop("    ", [*head, *chain, "out[k] = v"])) + "\n")
+              + "\n".join(channel_loop("    ", "out.size", "channels", [*head, *chain, "out[k] = v"])) + "\n")
     fn = compile_source(source, "epilogue")
     channels = int(ctx.output_tensor(0).shape[-1])
     b = np.zeros(1, _F32) if bias is None else np.array(bias, _F32).reshape(-1)
@@ -552,11 +544,11 @@ def vector_math(ctx: KernelContext) -> Run:
     chain, operands = _chain_code(ctx)
     names = "".join(f"e{j}, " for j in range(len(operands)))
     lines = ["a = x[k]", *(["far |= abs(a) > NEAR_LIMIT"] if far else []), f"v = {near}(a)", *chain, "out[k] = v"]
-    source = (f"@kernel\ndef {near}_pass(x, out, {names}channels):\n    far = False\n"
-              + "\n".join(_element_loop("    ", lines)) + "\n")
+    source = (f"@kernel\ndef {near}_pass(x, out, {names}channels):\n" + ("    far = False\n" if far else "")
+              + "\n".join(channel_loop("    ", "out.size", "channels", lines)) + "\n")
     if far:
         redo = ["a = x[k]", "if abs(a) > NEAR_LIMIT:", *("    " + line for line in (f"v = {far}(a)", *chain, "out[k] = v"))]
-        source += "    if far:\n" + "\n".join(_element_loop("        ", redo)) + "\n"
+        source += "    if far:\n" + "\n".join(channel_loop("        ", "out.size", "channels", redo)) + "\n"
     fn = compile_source(source, f"{near}_pass")
     shape = tuple(ctx.output_tensor(0).shape)
     channels = shape[-1]
