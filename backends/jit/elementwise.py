@@ -211,8 +211,7 @@ def _per_op(ctx: KernelContext) -> Run:
     v, (o,) = ctx.values, ctx.outputs
     alloc = ctx.output_buffer(0)
     ascontig = np.ascontiguousarray
-    # inputs not of the declared shapes: numpy's way (and the fused ops as a pass after it)
-    other_shapes = unfused(ctx, CPU.kernel(op.kernel_name))
+    fallback = other_shapes(ctx)     # inputs not of the declared shapes: numpy's way
     if chain:
         args = _chain_arguments(ctx, operands)
         fixed = [ctx.const(i) for i in expr.inputs]
@@ -220,7 +219,7 @@ def _per_op(ctx: KernelContext) -> Run:
         def run_fused() -> None:
             xs = [v[s] if c is None else c for s, c in zip(slots, fixed)]
             if any(x.shape != d for x, d in zip(xs, shapes)):
-                return other_shapes()
+                return fallback()
             r = alloc(out_shape)
             fn(r.reshape(size), *[ascontig(x, _F32).reshape(-1) for x in xs], *args(out_shape), *index_values)
             v[o] = r
@@ -237,7 +236,7 @@ def _per_op(ctx: KernelContext) -> Run:
         def run_two() -> None:
             x, y = v[s0], v[s1]
             if x.shape != d0 or y.shape != d1:
-                return other_shapes()
+                return fallback()
             r = alloc(out_shape)
             fn(r.reshape(size), ascontig(x, _F32).reshape(-1), ascontig(y, _F32).reshape(-1), *index_values)
             v[o] = r
@@ -248,7 +247,7 @@ def _per_op(ctx: KernelContext) -> Run:
     def run_one_varying() -> None:
         x = v[s0]
         if x.shape != d0:
-            return other_shapes()
+            return fallback()
         r = alloc(out_shape)
         fn(r.reshape(size), ascontig(x, _F32).reshape(-1), *rest)
         v[o] = r
@@ -555,14 +554,14 @@ def vector_math(ctx: KernelContext) -> Run:
     example = np.zeros(1, _F32)
     compile_now(fn, example, example, *[example for _ in operands], channels)
     args = _chain_arguments(ctx, operands)
-    other_shapes = unfused(ctx, CPU.kernel(ctx.op.kernel_name))
+    fallback = other_shapes(ctx)
     (i,), (o,), v = ctx.inputs, ctx.outputs, ctx.values
     alloc = ctx.output_buffer(0)
 
     def run() -> None:
         x = v[i]
         if x.shape != shape:     # not the declared shape: numpy's way, then the chain as a pass
-            return other_shapes()
+            return fallback()
         r = alloc(shape)
         fn(np.ascontiguousarray(x, _F32).reshape(-1), r.reshape(-1), *args(shape), channels)
         v[o] = r
@@ -578,6 +577,20 @@ JIT.register("EXP", "LOGISTIC", dtypes=("float32",), accepts=_vector_math_accept
 for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH",
               "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT"):
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True, epilogue=epilogue_fits)(_per_op)
+
+
+def other_shapes(ctx: KernelContext) -> Run:
+    """The run for inputs of other shapes than declared (a kernel compiled for the declared ones meets
+    them after a resize): the cpu kernel, then ctx.epilogue as a pass of its own (unfused). Prepared at
+    its first call: most sessions never take it, and its epilogue pass would cost each fused producer
+    another compiled function at session creation."""
+    made: list[Run] = []
+
+    def run() -> None:
+        if not made:
+            made.append(unfused(ctx, CPU.kernel(ctx.op.kernel_name)))
+        return made[0]()
+    return run
 
 
 def unfused(ctx: KernelContext, prepare: Callable[[KernelContext], Run]) -> Run:

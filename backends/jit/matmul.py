@@ -26,7 +26,7 @@ from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _pro
 from onert_py.backends.jit._gemm import PackedProduct, gemm_wins
 from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
 from onert_py.backends.jit.conv import _compile_time, _static
-from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, unfused
+from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, other_shapes, unfused
 from onert_py.backends.jit._numba import kernel, prange
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
@@ -210,10 +210,10 @@ def fully_connected(ctx: KernelContext) -> Run:
     and activation in the epilogue pass; the elementwise ops fused after it (ctx.epilogue) in one
     compiled pass over the output. An input of another shape than declared takes the cpu kernel (and the
     epilogue as a pass of its own)."""
-    other_shapes = unfused(ctx, CPU.kernel("FULLY_CONNECTED"))
     w, b = ctx.const(1), ctx.const(2)
     if w is None or (ctx.has_input(2) and b is None):
-        return other_shapes                 # not folded after all
+        return unfused(ctx, CPU.kernel("FULLY_CONNECTED"))      # not folded after all
+    fallback = other_shapes(ctx)
     units, depth = w.shape
     x_shape = tuple(ctx.input_tensor(0).shape)
     out_shape = tuple(ctx.output_tensor(0).shape)
@@ -244,7 +244,7 @@ def fully_connected(ctx: KernelContext) -> Run:
     def run() -> None:
         x = v[x_i]
         if x.shape != x_shape or x.dtype != np.float32:
-            return other_shapes()
+            return fallback()
         y = alloc(out_shape)
         product(x, y)
         v[o] = finish(y) if finish is not None else y
