@@ -146,7 +146,6 @@ def vstore_first(typingctx, a, i, v, n):
     return types.none(a, i, v, n), codegen
 
 
-
 @intrinsic
 def fma32(typingctx, a, b, c):
     """a * b + c for float32 scalars, rounded once (llvm.fma.f32: a loop of them vectorises)."""
