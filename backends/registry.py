@@ -160,8 +160,11 @@ Accepts = Callable[[Any, Any], bool]
 
 
 class Backend:
-    def __init__(self, name: str, compiles_lazily: bool = False):
+    def __init__(self, name: str, compiles_lazily: bool = False, own_threads: bool = False):
         self.name = name
+        # its kernels split their work over a thread pool of their own (numba's OpenMP workers), which
+        # waits for work by spinning a short while: a run using it keeps BLAS on one thread (threads.py)
+        self.own_threads = own_threads
         # its kernels compile on their first call (numba): the compiler runs each once on zeros while
         # the session is created, so that compiling is paid there and not in the first inference
         self.compiles_lazily = compiles_lazily
@@ -355,7 +358,7 @@ def register_shape_function(name: str, fn: ShapeFn, *, replace: bool = False) ->
 
 
 CPU = Backend("cpu")
-JIT = Backend("jit", compiles_lazily=True)   # numba-compiled kernels (backends/jit), registered only when numba imports
+JIT = Backend("jit", compiles_lazily=True, own_threads=True)   # numba-compiled kernels (backends/jit), registered only when numba imports
 CONTROLFLOW = Backend("controlflow")
 CUSTOM = Backend("custom")
 

@@ -6,11 +6,16 @@ benchmarks/models/*_loop.tflite (made by benchmarks/make_loop_models.py with the
 a scalar loop, and five bodies on a [512, 64] value around a 64x64 matmul): per-iteration cost = (best time at n2 - best time at n1) / (n2 - n1), the runtimes run
 in turn (A/B per repeat), so fixed per-call costs cancel. onert-py runs twice: on the numpy `cpu`
 backend alone and with the `jit` backend ("jit;cpu", whole-loop compilation where it applies); each
-with `num_threads` equal to LiteRT's.
+with `num_threads` equal to LiteRT's. With more than one thread each runtime runs in a process of its own
+(three rounds, processes in turn, best of all): every runtime's workers spin a while after each run
+(numba's OpenMP, XNNPACK's pthreadpool, OpenBLAS), and in one process that spinning takes the cores the
+next runtime's threads need, which measures the interference rather than the runtime.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,49 +28,88 @@ MODELS = {"scalar_loop": ((1,), 200, 20200), "matmul_loop": ((512, 64), 10, 110)
                                                      "sin_square_loop")}}
 
 
-def _runners(data: bytes, v: np.ndarray, threads: int):
-    import onert_py
-    from ai_edge_litert import interpreter as lite
-    cpu = onert_py.infer.session(data, backends="cpu", num_threads=threads)
-    jit = onert_py.infer.session(data, backends="jit;cpu", num_threads=threads)
-    it = lite.Interpreter(model_content=data, num_threads=threads)
-    it.allocate_tensors()
-    ins = it.get_input_details()
+RUNTIMES = ("cpu", "jit", "LiteRT")
 
-    def litert(n):
-        for d in ins:
-            it.set_tensor(d["index"], v if d["dtype"] == np.float32 else n)
-        it.invoke()
-    runners = {"cpu": lambda n: cpu.infer([v, n]), "jit": lambda n: jit.infer([v, n]), "LiteRT": litert}
+
+def _runners(data: bytes, v: np.ndarray, threads: int, only: tuple[str, ...] = RUNTIMES):
+    """The runtimes in `only`, each a function of the iteration count, and "compiled": whether the jit
+    session runs the loop as one compiled function (None when jit is not among them)."""
+    import onert_py
+    runners, compiled = {}, None
+    for name in only:
+        if name == "LiteRT":
+            from ai_edge_litert import interpreter as lite
+            it = lite.Interpreter(model_content=data, num_threads=threads)
+            it.allocate_tensors()
+            ins = it.get_input_details()
+
+            def litert(n, it=it, ins=ins):
+                for d in ins:
+                    it.set_tensor(d["index"], v if d["dtype"] == np.float32 else n)
+                it.invoke()
+            runners[name] = litert
+        else:
+            sess = onert_py.infer.session(data, backends="cpu" if name == "cpu" else "jit;cpu",
+                                          num_threads=threads)
+            runners[name] = lambda n, sess=sess: sess.infer([v, n])
+            if name == "jit":
+                compiled = sess
     for fn in runners.values():   # first runs: compilation, allocation
         fn(np.array([2], np.int32))
-    runners["compiled"] = bool(jit.runtime.compiled_loops)
+    runners["compiled"] = None if compiled is None else bool(compiled.runtime.compiled_loops)
     return runners
 
 
-def per_iteration(name: str, threads: int = 1, repeats: int = 7) -> dict[str, float]:
+def _best_times(name: str, threads: int, repeats: int, only: tuple[str, ...]) -> dict:
+    """{runtime: [best time at n1, best at n2]} and "compiled", the runtimes in turn per repeat."""
     shape, n1, n2 = MODELS[name]
     v = np.random.default_rng(0).normal(size=shape).astype(np.float32) * 0.1
-    runners = _runners((ROOT / "benchmarks" / "models" / f"{name}.tflite").read_bytes(), v, threads)
+    runners = _runners((ROOT / "benchmarks" / "models" / f"{name}.tflite").read_bytes(), v, threads, only)
     compiled = runners.pop("compiled")
-    best = {(k, n): float("inf") for k in runners for n in (n1, n2)}
+    best = {k: [float("inf"), float("inf")] for k in runners}
     for _ in range(repeats):
         for k, fn in runners.items():
-            for n in (n1, n2):
+            for j, n in enumerate((n1, n2)):
                 t = time.perf_counter()
                 fn(np.array([n], np.int32))
-                best[k, n] = min(best[k, n], time.perf_counter() - t)
-    return {**{k: (best[k, n2] - best[k, n1]) / (n2 - n1) * 1e6 for k in runners}, "compiled": compiled}
+                best[k][j] = min(best[k][j], time.perf_counter() - t)
+    return {**best, "compiled": compiled}
+
+
+def per_iteration(name: str, threads: int = 1, repeats: int = 7, isolate: bool | None = None) -> dict[str, float]:
+    """µs per iteration per runtime, and "compiled". isolate (default: threads > 1): each runtime in a
+    process of its own, three rounds of them in turn, best of all."""
+    if isolate is None:
+        isolate = threads > 1
+    if not isolate:
+        best = _best_times(name, threads, repeats, RUNTIMES)
+    else:
+        best = {**{k: [float("inf"), float("inf")] for k in RUNTIMES}, "compiled": None}
+        for _ in range(3):
+            for k in RUNTIMES:
+                out = subprocess.run([sys.executable, __file__, "--worker", name, k, str(threads), str(repeats)],
+                                     capture_output=True, text=True, check=True).stdout
+                got = json.loads(out.strip().splitlines()[-1])
+                best[k] = [min(a, b) for a, b in zip(best[k], got[k])]
+                if got["compiled"] is not None:
+                    best["compiled"] = got["compiled"]
+    _, n1, n2 = MODELS[name]
+    return {**{k: (best[k][1] - best[k][0]) / (n2 - n1) * 1e6 for k in RUNTIMES}, "compiled": best["compiled"]}
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["--worker"]:   # one runtime of an isolated measurement
+        name, runtime, threads, repeats = sys.argv[2:6]
+        print(json.dumps(_best_times(name, int(threads), int(repeats), (runtime,))))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--out", default=str(ROOT / "docs" / "loops_benchmark.md"))
     args = ap.parse_args(argv)
     lines = ["# Converter-made loops", "",
              f"Generated by `python benchmarks/loops.py {' '.join(sys.argv[1:] if argv is None else argv)}` "
-             "(µs per iteration, best of 7, runtimes in turn; `threads` = onert-py's num_threads and "
+             "(µs per iteration, best of 7, runtimes in turn, in one process at 1 thread and each in its own "
+             "process, three rounds, at more; `threads` = onert-py's num_threads and "
              "LiteRT's). cpu = the numpy backend alone; jit = backends \"jit;cpu\" (\"compiled\": the "
              "whole WHILE ran as one compiled function).", "",
              "| model | threads | cpu | jit | LiteRT | cpu / LiteRT | jit / LiteRT |",

@@ -28,6 +28,7 @@ if __name__ == "__main__":  # before numpy loads OpenBLAS
         os.environ[var] = _t
 
 import datetime  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
 import shlex  # noqa: E402
@@ -311,35 +312,67 @@ def _inputs_from_onert_py(path: Path) -> list[np.ndarray]:
     return [rng.random([max(d, 1) for d in i.dims]).astype(i.dtype) for i in s.get_inputs_tensorinfo()]
 
 
-def bench_mediapipe(runs: int, log) -> list[tuple[str, dict]]:
-    rows = []
-    for path in mediapipe_models():
-        result: dict[str, object] = {}
+def _mediapipe_runners(path: Path, names) -> tuple[dict, dict, list | None]:
+    """({runtime: why it cannot run}, {runtime: run function}, the inputs) for one model."""
+    result: dict[str, object] = {}
+    try:
+        inputs = model_inputs(path)
+    except Exception:  # noqa: BLE001 - LiteRT without mediapipe's custom ops: ask onert-py
         try:
-            inputs = model_inputs(path)
-        except Exception:  # noqa: BLE001 - LiteRT without mediapipe's custom ops: ask onert-py
-            try:
-                inputs = _inputs_from_onert_py(path)
-            except Exception as e:  # noqa: BLE001
-                inputs = None
-                result = {name: _why(e) for name in TFLITE_RUNTIMES}
-        fns = {}
-        for name in TFLITE_RUNTIMES if inputs is not None else ():
-            native: list[str] = []
-            try:
-                with native_stderr(native):
-                    fn = make_runner(name, path)
-                    fn(inputs)
-                fns[name] = fn
-            except Exception as e:  # noqa: BLE001
-                result[name] = _why(e, native)
+            inputs = _inputs_from_onert_py(path)
+        except Exception as e:  # noqa: BLE001
+            return {name: _why(e) for name in names}, {}, None
+    fns = {}
+    for name in names:
+        native: list[str] = []
+        try:
+            with native_stderr(native):
+                fn = make_runner(name, path)
+                fn(inputs)
+            fns[name] = fn
+        except Exception as e:  # noqa: BLE001
+            result[name] = _why(e, native)
+    return result, fns, inputs
+
+
+def _median_times(names, runs: int, path: Path) -> dict[str, object]:
+    """Median ms per runtime over `runs` runs, the runtimes in turn (A/B/A/B), or why one cannot run."""
+    result, fns, inputs = _mediapipe_runners(path, names)
+    times = {name: [] for name in fns}
+    for _ in range(runs):
+        for name, fn in fns.items():
+            times[name].append(_timed(fn, inputs))
+    result.update({name: float(np.median(ts)) * 1e3 for name, ts in times.items()})
+    return result
+
+
+# With more than one thread each runtime runs the models in a process of its own, ISOLATED_ROUNDS
+# processes per runtime in turn, and a model's time is the median of the rounds' medians. Every
+# runtime's workers spin a while after each run (numba's OpenMP, XNNPACK's pthreadpool, OpenBLAS): in
+# one process that spinning takes the cores the next runtime's threads need (LiteRT's
+# face_detection_short_range measured 2.49 ms interleaved at 2 threads, 0.59 ms alone), which measures
+# the interference rather than the runtime.
+ISOLATED_ROUNDS = 3
+
+
+def bench_mediapipe(runs: int, log, isolate: bool = False) -> list[tuple[str, dict]]:
+    paths = mediapipe_models()
+    if isolate:
+        rounds: dict[str, dict[str, list]] = {p.stem: {} for p in paths}
+        for _ in range(ISOLATED_ROUNDS):
+            for name in TFLITE_RUNTIMES:
+                out = subprocess.run([sys.executable, __file__, "--threads", str(THREADS), "--worker", name,
+                                      "--runs", str(runs)], capture_output=True, text=True, check=True).stdout
+                for stem, value in json.loads(out.strip().splitlines()[-1]).items():
+                    rounds[stem].setdefault(name, []).append(value)
+    rows = []
+    for path in paths:
+        if isolate:
+            result = {name: float(np.median(v)) if all(isinstance(x, float) for x in v) else
+                      next(x for x in v if not isinstance(x, float)) for name, v in rounds[path.stem].items()}
+        else:
+            result = _median_times(TFLITE_RUNTIMES, runs, path)
         result["onnxruntime"] = "n/a (tflite)"
-        times = {name: [] for name in fns}
-        for _ in range(runs):  # paired A/B/A/B
-            for name, fn in fns.items():
-                times[name].append(_timed(fn, inputs))
-        for name, ts in times.items():
-            result[name] = float(np.median(ts)) * 1e3  # ms
         log(f"{path.stem}: " + ", ".join(f"{k}={v:.2f} ms" if isinstance(v, float) else f"{k}: {v}"
                                           for k, v in result.items()))
         rows.append((path.stem, result))
@@ -470,6 +503,9 @@ def render(loops, mp, rss, args) -> str:
     """The document: the sections of what ran (--only), the executors' note with the loops, where the
     time goes always."""
     cmd = "python benchmarks/run.py " + " ".join(shlex.quote(a) for a in (args.argv or []))
+    models_how = (f"the median of {ISOLATED_ROUNDS} rounds' medians of {args.runs} runs, each runtime in a "
+                  "process of its own (runtimes' spinning workers would take each other's cores)"
+                  if getattr(args, "isolate", False) else f"the median of {args.runs} paired runs")
     title = "mediapipe models on the cpu and jit backends" if mp and not loops else "onert-py performance"
     sections = [f"""# {title}
 
@@ -480,7 +516,7 @@ Generated by `{cmd.strip()}` on {datetime.date.today().isoformat()}.
   `OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}` for every runtime in this run; LiteRT
   `num_threads={THREADS}`, onnxruntime `intra_op_num_threads={THREADS}`.
 - The machine is shared (other jobs may run beside the benchmark): loops take the best of
-  {args.repeats} paired rounds, models the median of {args.runs} paired runs.
+  {args.repeats} paired rounds, models {models_how}.
 - onert = the pip `onert` package (Samsung ONE runtime); onnxruntime runs the loop models only,
   rebuilt with `onnx.helper` as the same graph (Loop + MatMul/Relu/Sin/Tanh): converting the mediapipe
   .tflite files needs tf2onnx, which is not a trivial conversion, so it is marked n/a there."""]
@@ -527,7 +563,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=15, help="paired runs per mediapipe model (median of)")
     ap.add_argument("--only", choices=["loops", "models", "rss"], action="append")
     ap.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    ap.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                    help="each runtime in its own processes (default: with more than one thread)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)   # one runtime's medians, as JSON (isolated runs)
     args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps({p.stem: _median_times((args.worker,), args.runs, p)[args.worker]
+                          for p in mediapipe_models()}))
+        return 0
+    if args.isolate is None:
+        args.isolate = args.threads > 1
     args.argv = sys.argv[1:] if argv is None else argv
     only = set(args.only or ["loops", "models", "rss"])
 
@@ -535,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     loops = bench_loops(args.repeats, log) if "loops" in only else []
-    mp = bench_mediapipe(args.runs, log) if "models" in only else []
+    mp = bench_mediapipe(args.runs, log, args.isolate) if "models" in only else []
     rss = bench_rss("pose_landmark_full", log) if "rss" in only else {}
     doc = render(loops, mp, rss, args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

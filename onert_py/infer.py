@@ -282,7 +282,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
     def _execute(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         self.runtime.start_run()
         # inf/NaN results are values, as in LiteRT, not warnings
-        with np.errstate(all="ignore"), thread_limit(self.runtime.options.num_threads):
+        with np.errstate(all="ignore"), thread_limit(self.runtime.options.num_threads,
+                                                        self.runtime.own_thread_pool):
             results = self._executor().execute(self._executor_inputs(arrays))
         t = time.perf_counter()
         outputs = self._own_outputs(results, arrays)

@@ -392,7 +392,8 @@ class Interpreter:
         arrays = [b.array if isinstance(b, _Buffer) else b for b in (st.inputs[i] for i in sg.inputs)]
         self._runtime.start_run()
         try:   # inf/NaN results are values, as in LiteRT (and the session), not numpy warnings
-            with np.errstate(all="ignore"), thread_limit(self._runtime.options.num_threads):
+            with np.errstate(all="ignore"), thread_limit(self._runtime.options.num_threads,
+                                                            self._runtime.own_thread_pool):
                 results = self._executor(k).execute(arrays)
         except RuntimeError:
             raise

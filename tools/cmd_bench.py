@@ -323,7 +323,7 @@ def thread_counts(num_threads: int | None, jit: bool) -> dict[str, int | None]:
     """The threads BLAS and numba (jit kernels) run with under `num_threads`, read back from the
     libraries (None: not known, e.g. no threadpoolctl to ask BLAS)."""
     counts: dict[str, int | None] = {"blas": None}
-    with thread_limit(num_threads):
+    with thread_limit(num_threads, own_pool=jit):
         try:
             from threadpoolctl import threadpool_info
         except ImportError:

@@ -30,11 +30,14 @@ def load() -> bool:
     """Import numba and register the jit kernels (once). False when numba cannot be imported."""
     if "loaded" in _state:
         return bool(_state["loaded"])
-    # numba's OpenMP workers spin after each parallel loop (GNU OpenMP's default wait), holding the
-    # cores OpenBLAS's threads need for the cpu backend's next sgemm: with num_threads=2 on 2 cores,
-    # mediapipe models mixing jit kernels and BLAS convolutions ran 4-10x slower than on cpu alone
-    # (GOMP_SPINCOUNT did not cure it); PASSIVE workers sleep. Read when numba starts its threads.
+    # numba's OpenMP workers wait for the next parallel loop by spinning, then sleep. GNU OpenMP's
+    # default spin (300,000 rounds, ~8 ms here) holds a core long after a run has ended; sleeping at once
+    # (PASSIVE alone) makes every parallel loop pay ~60 us to wake them, more than a mediapipe-sized op
+    # gains from a second thread. 10,000 rounds (~0.3 ms measured on the 2-core VM) keeps them awake
+    # from one op of a run to the next and lets them sleep soon after it. BLAS keeps one thread
+    # while they run (exec/threads.py). Read when numba starts its threads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
     try:
         import numba  # noqa: F401
     except Exception as e:  # noqa: BLE001 - any failure to import means no jit backend

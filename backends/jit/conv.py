@@ -67,12 +67,12 @@ _CONTRACT = {"contract"}          # a*b + c as one FMA (more exact than two roun
 
 # Lane blocks of the stride-1 depthwise layout: about this many floats (whole pixels of C channels).
 _LANES = 128
-# Below this many multiply-adds an op runs on one thread. With OMP_WAIT_POLICY=PASSIVE (below) waking
-# numba's sleeping threads costs ~50-65 us on the 2-core VM measured (1-3 us while they spin): two
-# threads lost below ~2M multiply-adds (24x24x128 5x5: 0.68x) and won 1.07-1.2x at 4-7M (56x56x144
-# 3x3, 96x96x32 5x5); mediapipe models with num_threads=2 ran as fast with 1-4M as with no split at all
-# and slower with 64K.
-_PARALLEL_MIN = 1 << 22
+# Below this many multiply-adds an op runs on one thread. Waking numba's workers costs 1-3 us while they
+# spin (GOMP_SPINCOUNT, __init__.py) and ~60 us once they sleep. Two threads on the 2-core VM (each
+# model's own process, min of 2): 256K gave face_landmark 1.21 ms, hand_landmark_lite 2.63,
+# iris_landmark 1.26, against 1.33 / 3.04 / 1.30 with 128K, 1.31 / 2.71 / 1.35 with 512K and
+# 1.67 / 4.09 / 1.72 with 4M.
+_PARALLEL_MIN = 1 << 18
 
 _inline = numba.njit(inline="always")   # helpers compiled into their caller (constants propagate)
 _ZERO = np.int64(0)     # a 0 argument that is not a literal (a literal 0 compiles its own specialisation)

@@ -439,6 +439,12 @@ def _operand_mode(t, shape: tuple, channels: int) -> str | None:
     return None
 
 
+def _channels_source(channels: int) -> str:
+    """The channel count as the generated loops take it: the literal for one channel (a flat loop,
+    codegen.channel_loop), else the kernel's `channels` argument (one compiled kernel for every count)."""
+    return "1" if channels == 1 else "channels"
+
+
 def _chain_code(ctx: KernelContext) -> tuple[list[str], list[tuple[int, str, np.ndarray | None]]]:
     """Source lines applying ctx.epilogue's ops, in turn, to the carried value `v` at flat index `k`,
     channel `ch` (unindented; each op's expression as its per-op kernel computes it), and the operands
@@ -500,10 +506,11 @@ def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[flo
         head.append("v = " + clamp("v", lo, hi, _F32))
     chain, operands = _chain_code(ctx)
     names = "".join(f"e{j}, " for j in range(len(operands)))
-    source = (f"@kernel\ndef epilogue(out, b, {names}channels):\n"
-              + "\n".join(channel_loop("    ", "out.size", "channels", [*head, *chain, "out[k] = v"])) + "\n")
-    fn = compile_source(source, "epilogue")
     channels = int(ctx.output_tensor(0).shape[-1])
+    source = (f"@kernel\ndef epilogue(out, b, {names}channels):\n"
+              + "\n".join(channel_loop("    ", "out.size", _channels_source(channels),
+                                        [*head, *chain, "out[k] = v"])) + "\n")
+    fn = compile_source(source, "epilogue")
     b = np.zeros(1, _F32) if bias is None else np.array(bias, _F32).reshape(-1)
     compile_now(fn, b, b, *[b for _ in operands], channels)
     args = _chain_arguments(ctx, operands)
@@ -542,15 +549,15 @@ def vector_math(ctx: KernelContext) -> Run:
     near, far = _VECTOR_MATH[ctx.op.opcode]
     chain, operands = _chain_code(ctx)
     names = "".join(f"e{j}, " for j in range(len(operands)))
-    lines = ["a = x[k]", *(["far |= abs(a) > NEAR_LIMIT"] if far else []), f"v = {near}(a)", *chain, "out[k] = v"]
-    source = (f"@kernel\ndef {near}_pass(x, out, {names}channels):\n" + ("    far = False\n" if far else "")
-              + "\n".join(channel_loop("    ", "out.size", "channels", lines)) + "\n")
-    if far:
-        redo = ["a = x[k]", "if abs(a) > NEAR_LIMIT:", *("    " + line for line in (f"v = {far}(a)", *chain, "out[k] = v"))]
-        source += "    if far:\n" + "\n".join(channel_loop("        ", "out.size", "channels", redo)) + "\n"
-    fn = compile_source(source, f"{near}_pass")
     shape = tuple(ctx.output_tensor(0).shape)
     channels = shape[-1]
+    lines = ["a = x[k]", *(["far |= abs(a) > NEAR_LIMIT"] if far else []), f"v = {near}(a)", *chain, "out[k] = v"]
+    source = (f"@kernel\ndef {near}_pass(x, out, {names}channels):\n" + ("    far = False\n" if far else "")
+              + "\n".join(channel_loop("    ", "out.size", _channels_source(channels), lines)) + "\n")
+    if far:
+        redo = ["a = x[k]", "if abs(a) > NEAR_LIMIT:", *("    " + line for line in (f"v = {far}(a)", *chain, "out[k] = v"))]
+        source += "    if far:\n" + "\n".join(channel_loop("        ", "out.size", _channels_source(channels), redo)) + "\n"
+    fn = compile_source(source, f"{near}_pass")
     example = np.zeros(1, _F32)
     compile_now(fn, example, example, *[example for _ in operands], channels)
     args = _chain_arguments(ctx, operands)

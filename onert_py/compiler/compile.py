@@ -200,6 +200,7 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
     forced = parse_op_backend(op_backend)
     runtime = runtime or RuntimeState()
     runtime.backends, runtime.op_backend = names, forced
+    runtime.own_thread_pool = False
     missing = unsupported_ops(model, names, forced)
     if missing:
         listed = "; ".join(f"{name} (subgraph {s} operator {i})" for s, i, name in missing[:20])
@@ -274,6 +275,7 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             ex.operations.append(op)
             ex.runs.append(run)
             ex.backend_names.append(backend.name)
+            runtime.own_thread_pool |= backend.own_threads
         ex.reset_variables()
         ex.finalize(folded, may_keep)
     # the arenas of all subgraphs and the constants held, together within the budget (each arena was

@@ -70,6 +70,9 @@ class RuntimeState:
         self.backends: tuple[str, ...] = ("cpu",)    # the compute backends ops were given to, in order
         self.op_backend: dict[str, str] = {}        # backends forced per op type or "SUBGRAPH:INDEX"
         self.compiled_loops: set[tuple[int, int]] = set()   # (subgraph, op) of loops run compiled
+        # some op runs on a backend with a thread pool of its own (Backend.own_threads): BLAS then
+        # stays on one thread while a run uses several (threads.thread_limit)
+        self.own_thread_pool = False
         self.deadline = math.inf    # clock() value the current run must end by (start_run sets it)
 
     def start_run(self) -> None:

@@ -10,6 +10,11 @@ several threads at once share one count (the latest run's to start), and the cou
 first of them is put back when the last ends (one lock and a counter; see thread_limit). BLAS is reached through threadpoolctl (the jit extra installs it); numba's
 count is its thread-local `set_num_threads`. Without threadpoolctl, BLAS keeps its own count (its
 OPENBLAS_NUM_THREADS / OMP_NUM_THREADS) and `blas_controlled` says so.
+
+A run with ops on a backend that has a thread pool of its own (the jit backend: numba's OpenMP
+workers) gives that pool the threads and BLAS one. Both pools wait for work by spinning, and two pools
+spinning on the same cores starve each other: with 2 threads on 2 cores, face_detection_full_range_sparse
+(jit kernels plus a few sgemm-path convolutions) went from 3.6 to 16-38 ms per run when BLAS kept 2.
 """
 from __future__ import annotations
 
@@ -79,8 +84,9 @@ def check_num_threads(n: int | None) -> int | None:
 
 
 @contextmanager
-def thread_limit(n: int | None) -> Iterator[None]:
-    """Run the body with BLAS and numba limited to `n` threads (None: BLAS as it is, numba on one)."""
+def thread_limit(n: int | None, own_pool: bool = False) -> Iterator[None]:
+    """Run the body with BLAS and numba limited to `n` threads (None: BLAS as it is, numba on one);
+    own_pool: the run uses the jit backend's pool, and BLAS gets one thread (see above)."""
     if n is None:
         numba = sys.modules.get("numba")
         if numba is None:
@@ -106,7 +112,7 @@ def thread_limit(n: int | None) -> Iterator[None]:
                 _blas_before[:] = [lib.num_threads for lib in libs]
             _blas_holders += 1
             for lib in libs:
-                lib.set_num_threads(n)
+                lib.set_num_threads(1 if own_pool else n)
     try:
         yield
     finally:

@@ -100,3 +100,48 @@ def test_num_threads_runs_and_puts_blas_back(no_env):
     assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == blas
     np.testing.assert_array_equal(x, before[0])
     np.testing.assert_array_equal(y, before[1])
+
+
+def _seen_threads_model(first_op: str) -> bytes:
+    """x [1, 8, 8, 4] -> first_op (a 1x1 CONV_2D, which jit takes, or ABS on cpu) -> a custom op that
+    reports the thread counts BLAS and numba have while the run is on."""
+    from onert_py.schema.writer import ModelBuilder
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x, t, y = (sg.tensor(n, [1, 8, 8, 4], F32) for n in ("x", "t", "y"))
+    if first_op == "CONV_2D":
+        w = sg.const("w", np.eye(4, dtype=F32).reshape(4, 1, 1, 4))
+        sg.op("CONV_2D", [x, w, -1], [t], padding=0, stride_w=1, stride_h=1, fused_activation_function=0)
+    else:
+        sg.op(first_op, [x], [t])
+    sg.op("SeenThreads", [t], [y], custom_code="SeenThreads")
+    sg.inputs, sg.outputs = [x], [y]
+    return mb.to_bytes("tflite")
+
+
+@pytest.mark.parametrize("backends, first_op, blas_threads",
+                         [("jit;cpu", "CONV_2D", 1), ("cpu", "CONV_2D", 2), ("jit;cpu", "ABS", 2)])
+def test_blas_gets_one_thread_while_jit_kernels_have_the_pool(no_env, backends, first_op, blas_threads):
+    """num_threads=2: a run with ops on the jit backend gives numba's pool the 2 threads and BLAS one
+    (two pools spinning on 2 cores starve each other: exec/threads.py); a run with no op on jit (cpu
+    only, or jit offered but its one candidate forced onto cpu) gives BLAS the 2."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    numba = pytest.importorskip("numba")
+    if not [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]:
+        pytest.skip("threadpoolctl found no BLAS library")
+    from onert_py.backends.registry import register_custom_op
+    seen = []
+
+    def report(x, custom_options=b""):
+        seen.append(([i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"],
+                     numba.get_num_threads()))
+        return x
+    register_custom_op("SeenThreads", report, replace=True)
+    forced = "ABS=cpu" if first_op == "ABS" else None
+    sess = onert_py.infer.session(_seen_threads_model(first_op), backends, op_backend=forced, num_threads=2)
+    x = np.random.default_rng(0).normal(size=(1, 8, 8, 4)).astype(F32)
+    seen.clear()
+    sess.infer([x])
+    blas, jit = seen[-1]
+    assert set(blas) == {blas_threads}
+    assert jit == min(2, numba.config.NUMBA_NUM_THREADS)

@@ -185,6 +185,17 @@ def test_fully_connected_epilogue(rows):
     assert_close(out, run_litert(mb, ins), rtol=1e-5, atol=3e-5)
 
 
+def test_fully_connected_epilogue_of_one_unit():
+    """One output unit: the epilogue (bias, RELU, residual, scale) is one flat loop with channel 0."""
+    mb = _fc_model(units=1, rows=64)
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == [("FULLY_CONNECTED", (1, 2))]
+    out = sess.infer(ins)
+    _unfused_bits(out[0], data, ins)
+    assert_close(out, run_litert(mb, ins), rtol=1e-5, atol=3e-5)
+
+
 def test_fully_connected_epilogue_on_another_input_shape():
     # the inputs resized (4 rows -> 6), as LiteRT's Interpreter allows: the fused kernel takes the cpu
     # kernel, then the epilogue as a pass of its own

@@ -140,13 +140,14 @@ def test_exp_and_logistic_special_values():
 SHAPE = [1, 8, 8, 32]
 
 
-def _sin_block(opcode: str = "SIN", *, scale_shape=(1,), second_reader: bool = False) -> ModelBuilder:
+def _sin_block(opcode: str = "SIN", *, scale_shape=(1,), second_reader: bool = False,
+               shape=SHAPE) -> ModelBuilder:
     """y = OP(x) * scale + r: the converter's sin(v) * 0.1 + ... (benchmarks/models/matmul_loop)."""
     mb = ModelBuilder()
     sg = mb.subgraph("main")
-    x, r = sg.tensor("x", SHAPE, F32), sg.tensor("r", SHAPE, F32)
+    x, r = sg.tensor("x", shape, F32), sg.tensor("r", shape, F32)
     scale = sg.const("scale", np.full(scale_shape, 0.1, F32))
-    s, m, y = (sg.tensor(n, SHAPE, F32) for n in ("s", "m", "y"))
+    s, m, y = (sg.tensor(n, shape, F32) for n in ("s", "m", "y"))
     sg.inputs = [x, r]
     sg.op(opcode, [x], [s])
     sg.op("MUL", [s, scale], [m], fused_activation_function=0)
@@ -157,14 +158,14 @@ def _sin_block(opcode: str = "SIN", *, scale_shape=(1,), second_reader: bool = F
     return mb
 
 
-def _inputs(far: bool = True) -> list[np.ndarray]:
+def _inputs(far: bool = True, shape=SHAPE) -> list[np.ndarray]:
     g = rng(7)
-    x = (g.normal(size=SHAPE) * 4).astype(F32)
+    x = (g.normal(size=shape) * 4).astype(F32)
     if far:   # a few elements past NEAR_LIMIT and the special values, spread over the tensor
         flat = x.reshape(-1)
         flat[::97] = g.uniform(2e5, 1e30, size=flat[::97].size).astype(F32) * g.choice([-1, 1], flat[::97].size)
         flat[5:10] = [np.inf, -np.inf, np.nan, -0.0, 1e-40]
-    return [x, g.normal(size=SHAPE).astype(F32)]
+    return [x, g.normal(size=shape).astype(F32)]
 
 
 def _fused(sess) -> list[tuple[str, tuple[int, ...]]]:
@@ -191,6 +192,21 @@ def test_kernel_fuses_the_scale_and_residual(opcode, far):
         assert_close(got, run_litert(data, ins), rtol=1e-5, atol=1e-6)
     for a, b in zip(ins, before):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("opcode", ["SIN", "LOGISTIC"])
+def test_one_channel_runs_as_one_flat_loop(opcode):
+    """A [1, H, W, 1] tensor (selfie_segmentation's mask): the kernel's loop is one flat loop (a row loop
+    per one-element channel did not vectorise: 320 us for 144x256) with the fused scale and residual,
+    the unfused bits, and values past the limit redone."""
+    shape = [1, 24, 40, 1]
+    mb = _sin_block(opcode, shape=shape)
+    data, ins = mb.to_bytes("tflite"), _inputs(True, shape)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert [k for k, _ in _fused(sess)] == [opcode]
+    got = sess.infer(ins)
+    np.testing.assert_array_equal(got[0], onert_py.infer.session(data, "jit;cpu", fuse_ops=False).infer(ins)[0])
+    assert_close(got, run_litert_builtin(mb, ins), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("opcode,fn", [("SIN", np.sin), ("COS", np.cos)])
