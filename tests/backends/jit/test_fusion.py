@@ -174,20 +174,11 @@ def _fc_model(units: int = 16, depth: int = 32, rows: int = 4) -> ModelBuilder:
     return mb
 
 
-@pytest.mark.parametrize("rows", [1, 4])
-def test_fully_connected_epilogue(rows):
-    mb = _fc_model(rows=rows)
-    data, ins = mb.to_bytes("tflite"), _inputs(mb)
-    sess = onert_py.infer.session(data, "jit;cpu")
-    assert _fused(sess) == [("FULLY_CONNECTED", (1, 2))]
-    out = sess.infer(ins)
-    _unfused_bits(out[0], data, ins)
-    assert_close(out, run_litert(mb, ins), rtol=1e-5, atol=3e-5)
-
-
-def test_fully_connected_epilogue_of_one_unit():
-    """One output unit: the epilogue (bias, RELU, residual, scale) is one flat loop with channel 0."""
-    mb = _fc_model(units=1, rows=64)
+@pytest.mark.parametrize("rows, units", [(1, 16), (4, 16), (64, 1)])
+def test_fully_connected_epilogue(rows, units):
+    """The bias, RELU, residual and scale in the FC's pass; one output unit makes it one flat loop with
+    channel 0 (codegen.channel_loop)."""
+    mb = _fc_model(rows=rows, units=units)
     data, ins = mb.to_bytes("tflite"), _inputs(mb)
     sess = onert_py.infer.session(data, "jit;cpu")
     assert _fused(sess) == [("FULLY_CONNECTED", (1, 2))]
