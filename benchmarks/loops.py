@@ -35,7 +35,7 @@ def _runners(data: bytes, v: np.ndarray, threads: int, only: tuple[str, ...] = R
     """The runtimes in `only`, each a function of the iteration count, and "compiled": whether the jit
     session runs the loop as one compiled function (None when jit is not among them)."""
     import onert_py
-    runners, compiled = {}, None
+    runners, jit_session = {}, None
     for name in only:
         if name == "LiteRT":
             from ai_edge_litert import interpreter as lite
@@ -53,10 +53,10 @@ def _runners(data: bytes, v: np.ndarray, threads: int, only: tuple[str, ...] = R
                                           num_threads=threads)
             runners[name] = lambda n, sess=sess: sess.infer([v, n])
             if name == "jit":
-                compiled = sess
+                jit_session = sess
     for fn in runners.values():   # first runs: compilation, allocation
         fn(np.array([2], np.int32))
-    runners["compiled"] = None if compiled is None else bool(compiled.runtime.compiled_loops)
+    runners["compiled"] = None if jit_session is None else bool(jit_session.runtime.compiled_loops)
     return runners
 
 
