@@ -276,6 +276,15 @@ def is_hybrid(ctx) -> bool:
             and qparams(w_t) is not None)
 
 
+def _row_tile(rows: int, channels: int, width: int = 512) -> int:
+    """The smallest divisor of rows whose multiple of channels reaches `width` (else rows): per-channel
+    constants repeated that many times make the broadcast inner loops that long."""
+    for r in range(1, rows + 1):
+        if rows % r == 0 and (r * channels >= width or r == rows):
+            return r
+    return 1
+
+
 class OutputStage:
     """The output stage of a quantized op, prepared once: int accumulators [..., C] times per-channel
     (last axis) multipliers and shifts, plus the output zero point, clamped to [lo, hi], in `dtype`.
@@ -287,7 +296,13 @@ class OutputStage:
     floor((x*m + 2**30) / 2**31) followed by the right shift floor((h + 2**(r-1)) / 2**r) is
     floor((x*m + 2**30 + 2**(30+r)) / 2**(31+r)) (nested floors of positive divisors), and the reference's
     halves away from zero only take one less where h < 0. That is three in-place passes over the
-    accumulators instead of twenty; without such a bound the general functions above run."""
+    accumulators instead of twenty; without such a bound the general functions above run.
+
+    When moreover every channel's (|sum| bound * multiplier * 2**left + |constant term|) stays under
+    2**53, the same floor is computed in float64 (`_float_path`): every product and sum is then an exact
+    float64 integer, and scaling by 2**-(31 + r) is exact too. Float64 multiplies and adds vectorise where
+    int64 multiplies and per-channel shifts do not, and the per-channel constants are tiled along rows so
+    that a narrow layer's inner loops are long. `bound` may be one int or one per channel."""
 
     def __init__(self, mult, shift, zero_point: int, lo: int, hi: int, dtype, *, half_up: int = 0,
                  bound: int | None = None):
@@ -297,8 +312,9 @@ class OutputStage:
         self.half_up = int(half_up)
         left = np.maximum(self.shift, 0)
         right = np.maximum(-self.shift, 0)
-        self.fast = (bound is not None and self.mult.size > 0
-                     and int(bound) << int(left.max(initial=0)) < (1 << 30))
+        bounds = None if bound is None else [int(b) for b in np.broadcast_to(bound, self.mult.shape)]
+        self.fast = (bounds is not None and self.mult.size > 0
+                     and all(b << int(k) < (1 << 30) for b, k in zip(bounds, left)))
         self.left = left if left.any() else None
         self.total_shift = 31 + right
         self.offset = (1 << 30) + np.where(right > 0, _I64(1) << (30 + right), 0)
@@ -311,10 +327,29 @@ class OutputStage:
             abs(self.zero_point) << int(k) < 1 << 61 for k in np.ravel(self.total_shift))
         if self.zero_point_in_offset:
             self.offset = self.offset + (_I64(self.zero_point) << self.total_shift)
+        self.float_ok = self.fast and self.reference_from == self.mult.size and self._float_exact(bounds, left)
+        self._float_constants: dict = {}
+
+    def _float_exact(self, bounds: list[int], left: np.ndarray) -> bool:
+        """Whether every intermediate of _float_path is an integer below 2**53 (exact in float64): the
+        product |(acc + bias) * m * 2**left| <= bound * m * 2**left, plus the constant term."""
+        worst = 0
+        for b, m, k, c in zip(bounds, self.mult, left, self._integer_constants()):
+            worst = max(worst, (b * int(m) << int(k)) + abs(c))
+        return worst < 1 << 53
+
+    def _integer_constants(self) -> list[int]:
+        """Per channel, what _float_path adds to the scaled product before the shift (bias aside): the
+        rounding offset and (zp - lo) * 2**s, which moves the clamp's low end to 0."""
+        zp_in = self.zero_point if self.zero_point_in_offset else 0
+        return [int(c) - (zp_in << int(t)) + ((self.zero_point - self.lo) << int(t))
+                for c, t in zip(np.broadcast_to(self.offset, self.mult.shape), np.broadcast_to(self.total_shift, self.mult.shape))]
 
     def __call__(self, acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
         """acc: integer-valued array (ints, or floats holding exact integers) of accumulators; bias: int
         per channel, added first. acc is not modified."""
+        if self.float_ok:
+            return self._float_path(np.asarray(acc), bias)
         a = np.asarray(acc).astype(_I64)
         if bias is not None:
             a += bias
@@ -343,6 +378,33 @@ class OutputStage:
         else:
             r = multiply_by_quantized_multiplier(a, self.mult, self.shift)
         return self._finish(r)
+
+    def _float_path(self, acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """floor(((acc + bias) * m * 2**left + offset + (zp - lo) * 2**s) / 2**s), clamped to [0, hi - lo],
+        computed as acc * m' + c' in float64 (both exact scalings of exact integers), truncated into the
+        unsigned type of the output's width, plus lo (wrapping, so that it lands in the signed range)."""
+        channels = self.mult.size
+        rows = acc.size // channels
+        key = (rows, None if bias is None else id(bias))
+        hit = self._float_constants.get(key)
+        if hit is None or hit[0] is not bias:
+            tile = _row_tile(rows, channels)
+            scale = np.exp2(-self.total_shift.astype(np.float64))
+            const = np.array(self._integer_constants(), np.float64)     # exact: checked below 2**53
+            if bias is not None:
+                const = const + np.asarray(bias, np.float64) * (self.mult << np.maximum(self.shift, 0))
+            mult = np.ldexp(self.mult.astype(np.float64), np.maximum(self.shift, 0))
+            hit = (bias, tile, np.tile(mult * scale, tile), np.tile(const * scale, tile))
+            self._float_constants[key] = hit
+        _, tile, mult, const = hit
+        t = acc.reshape(rows // tile, tile * channels).astype(np.float64)
+        t *= mult
+        t += const
+        clip_ufunc(t, 0.0, float(self.hi - self.lo), out=t)
+        out = t.astype(np.dtype(f"u{self.dtype.itemsize}")).view(self.dtype).reshape(acc.shape)
+        if self.lo:
+            out += self.dtype.type(self.lo)
+        return out
 
     def _finish(self, a: np.ndarray, add_zero_point: bool = True) -> np.ndarray:
         if self.zero_point and add_zero_point:

@@ -521,6 +521,9 @@ class _QuantConv:
         self.x_abs_raw, self.taps_w_abs = max(-qi.qmin, qi.qmax), taps * w_abs
         # the largest |sum + bias|: lets the output stage skip int32 wrapping it can never need
         self.bound = taps * x_abs * w_abs + (int(np.abs(self.bias).max()) if self.bias is not None and self.bias.size else 0)
+        # the same per output channel, from the filter's own sum of |w|: a tighter bound for the output stage
+        w_sum = np.abs(np.moveaxis(self.w, axis, 0)).reshape(cout, -1).sum(axis=1) if self.w.size else np.zeros(cout, np.int64)
+        self.channel_bound = x_abs * w_sum + (np.abs(self.bias) if self.bias is not None else 0)
         self._stage: OutputStage | None = None
 
     def _bias(self, ctx, kind, op, cout, qi, qw, qo, required) -> np.ndarray | None:
@@ -582,7 +585,7 @@ class _QuantConv:
             return r.astype(self.dtype)
         if self._stage is None:
             self._stage = OutputStage(self.mult, self.shift, self.zp_out, self.lo, self.hi, self.dtype,
-                                      half_up=self.half_up, bound=self.bound)
+                                      half_up=self.half_up, bound=self.channel_bound)
         return self._stage(acc, None if bias_added else self.bias)
 
 

@@ -103,6 +103,50 @@ def test_output_stage_fast_path_is_the_composition(half_up, bound):
                           got[:, half_up:])
 
 
+@pytest.mark.parametrize("dtype,zero_point,lo,hi", [(np.int8, -5, -128, 127), (np.int8, -128, -128, -128 + 51),
+                                                     (np.uint8, 10, 10, 255), (np.int16, 0, -32768, 32767)])
+@pytest.mark.parametrize("rows", [1, 7, 48, 97])
+def test_output_stage_float64_path_is_the_half_up_stage(dtype, zero_point, lo, hi, rows):
+    """With per-channel bounds small enough, OutputStage rescales in float64 (float_ok), tiling its
+    constants along rows. Every element must equal ruy's half-up stage, computed here one integer at a
+    time, plus the zero point, clamped: for multipliers above 1 (left shifts) and below, ties, a bias
+    given per call, and row counts that tile or not."""
+    r = rng(11 + rows)
+    channels = 12
+    # int16's clamp is 2**16 wide: (zp - lo) * 2**(31 + r) stays exact for multipliers from 2**-5
+    smallest = 0.05 if dtype == np.int16 else 1e-4
+    reals = np.exp(r.uniform(np.log(smallest), np.log(6.0), channels))
+    reals[:2] = [3.5, 1.0]                                          # left shifts
+    mult, shift = quantize_multipliers(reals)
+    bounds = r.integers(1 << 10, 1 << 19, channels)
+    bias = r.integers(-(1 << 9), 1 << 9, channels)
+    acc = np.stack([r.integers(-(b - (1 << 9)), b - (1 << 9), rows) for b in bounds], axis=1)
+    acc[: rows // 2] = (acc[: rows // 2] >> 4) << 4                 # ties
+    stage = OutputStage(mult, shift, zero_point, lo, hi, dtype, half_up=channels, bound=bounds)
+    assert stage.float_ok
+    before = acc.astype(np.float32)
+    got = stage(before, bias)
+    assert got.dtype == dtype and got.shape == acc.shape
+    assert np.array_equal(before, acc.astype(np.float32))
+    for c in range(channels):
+        want = [min(max(_half_up(int(v) + int(bias[c]), int(mult[c]), int(shift[c])) + zero_point, lo), hi)
+                for v in acc[:, c]]
+        assert got[:, c].tolist() == want, c
+    # without the bias argument the same stage gives the sums that already hold it
+    assert np.array_equal(stage((acc + bias).astype(np.float32)), got)
+
+
+def test_output_stage_keeps_int64_where_float64_would_round():
+    """A bound whose scaled product passes 2**53 is refused by the float64 path (and still exact)."""
+    mult, shift = quantize_multipliers(np.array([0.9, 0.9]))
+    stage = OutputStage(mult, shift, 0, -128, 127, np.int8, half_up=2, bound=np.array([1 << 10, 1 << 23]))
+    assert stage.fast and not stage.float_ok
+    acc = np.array([[1000, (1 << 23) - 1], [-1000, 141]])
+    want = [[min(max(_half_up(int(v), int(mult[c]), int(shift[c])), -128), 127) for c, v in enumerate(row)]
+            for row in acc]
+    assert stage(acc).tolist() == want
+
+
 def test_output_stage_clamps_adds_zero_point_and_bias_without_touching_its_input():
     mult, shift = quantize_multipliers(np.array([0.5, 0.25]))
     stage = OutputStage(mult, shift, 3, -128, 127, np.int8, half_up=2, bound=10**4)
