@@ -62,6 +62,9 @@ class KernelContext:
         # one's output (this op's first); `outputs` are then the last one's, and this op's own output is
         # never materialised.
         self.epilogue: tuple = ()
+        # The op the compiler folded into this one's input 0 (KernelAttrs.prologue): `inputs[0]` is then
+        # that op's input 0, and its output is never materialised.
+        self.prologue = None
 
     @property
     def where(self) -> str:
@@ -152,6 +155,10 @@ class KernelAttrs:
     # the compiler may fuse them into it; None: it takes none
     epilogue: Callable[[Any, tuple, Any], bool] | None = None
     fusable: bool = False           # an elementwise op an epilogue may take (see epilogue)
+    # prologue(op, producer, subgraph) -> bool: the kernel can do `producer`'s work (a zero padding of
+    # op's input 0) in its own reads of that input, so the compiler may fold producer into it
+    # (ctx.prologue, ctx.inputs[0] = producer's input 0); None: it takes none
+    prologue: Callable[[Any, Any, Any], bool] | None = None
 
 
 # accepts(op, subgraph) -> bool: a backend's own test of one op (its types, options, static shapes)
@@ -180,11 +187,11 @@ class Backend:
     def register(self, *names: str, dtypes: Sequence[str] = (), keeps_inputs: bool = False,
                  calls_subgraphs: bool = False, foldable: bool = True,
                  accepts: Accepts | None = None, epilogue: Callable | None = None,
-                 fusable: bool = False) -> Callable[[Prepare], Prepare]:
+                 fusable: bool = False, prologue: Callable | None = None) -> Callable[[Prepare], Prepare]:
         """Decorator: register a prepare function under one or more op names, with the types it runs,
         its attributes (KernelAttrs) and, for a backend that takes only some ops of a kind (the jit
         backend), `accepts(op, subgraph)` saying which."""
-        attrs = KernelAttrs(keeps_inputs, calls_subgraphs, foldable, epilogue, fusable)
+        attrs = KernelAttrs(keeps_inputs, calls_subgraphs, foldable, epilogue, fusable, prologue)
 
         def deco(fn: Prepare) -> Prepare:
             for n in names:

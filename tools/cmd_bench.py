@@ -221,15 +221,16 @@ def folded_ops(sess) -> list[tuple[int, int, str]]:
 
 def fused_into(ex) -> dict[int, int]:
     """op index -> the index of the op whose kernel computes it (elementwise ops the compiler fused
-    into the op before them: they have no run, and no time, of their own)."""
-    return {f: op.index for op in ex.operations for f in op.fused}
+    into the op before them, paddings folded into the op reading them: they have no run, and no time,
+    of their own)."""
+    return {f: op.index for op in ex.operations for f in (*op.prologue, *op.fused)}
 
 
 def fused_line(sess) -> str | None:
-    """"43 ops fused into the kernels of the ops they follow (timed with them): PRELU×23, ADD×20"."""
+    """"43 ops fused into the kernels of the ops beside them (timed with them): PRELU×23, ADD×20"."""
     names = {(sg.index, op.index): op.kernel_name for sg in sess.model.subgraphs for op in sg.operations}
     fused = [names[ex.index, f] for ex in sess.executors for f in fused_into(ex)]
-    return _ops_line(fused, "fused into the kernels of the ops they follow (timed with them)")
+    return _ops_line(fused, "fused into the kernels of the ops beside them (timed with them)")
 
 
 def folded_line(folded: Sequence[tuple[int, int, str]]) -> str | None:

@@ -303,6 +303,7 @@ def _op_context(ctx: KernelContext, op) -> KernelContext:
     """ctx as the kernel of `op` (a fused chain's op) alone would see it."""
     c = copy.copy(ctx)
     c.op, c.options, c.inputs, c.outputs, c.epilogue = op, op.options, op.inputs, op.outputs, ()
+    c.prologue = None
     return c
 
 

@@ -90,10 +90,13 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
 
 def _model_operations(ex) -> list:
     """ex's operations as the model has them: an op with ops fused into its kernel (op.fused, one
-    executor operation writing the chain's last output) is its own model op and then each of the
-    chain's, so that the loop computes every one of them."""
+    executor operation writing the chain's last output; op.prologue, ops it does before its own) is
+    each of its prologue's, then its own model op, then each of the chain's, so that the loop computes
+    every one of them."""
     ops = ex.subgraph.operations
-    return [m for op in ex.operations for m in ((ops[op.index], *(ops[i] for i in op.fused)) if op.fused else (op,))]
+    return [m for op in ex.operations
+            for m in ((*(ops[i] for i in op.prologue), ops[op.index], *(ops[i] for i in op.fused))
+                      if op.fused or op.prologue else (op,))]
 
 
 def _reaches(expr, shapes: list[tuple], out_shape: tuple) -> bool:

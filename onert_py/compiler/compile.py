@@ -234,14 +234,20 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
 
     for sg, ex in zip(model.subgraphs, executors):
         folded: dict[int, object] = {}
-        order, chains = execution_order(sg), {}
+        order, chains, prologues = execution_order(sg), {}, {}
         if runtime.options.fuse_ops and not runtime.options.preserve_all_tensors:   # fused ops keep no intermediates
+            order, prologues = fold_prologues(sg, order, attrs)
             order, chains = fuse_epilogues(sg, order, backend_of, attrs)
         for op in order:
             key = id(op)
             backend = backend_of[key]
             q = key in quantized
             ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded, ex.planned, ex.fresh, q)
+            producer = prologues.get(key)
+            if producer is not None:   # the kernel reads the producer's input and does its work too
+                ctx.prologue = producer
+                ctx.inputs = (producer.inputs[0], *op.inputs[1:])
+                op = dataclasses.replace(op, inputs=ctx.inputs, prologue=(producer.index,))
             chain = chains.get(key)
             if chain:   # the kernel computes op and its fused elementwise ops, writing the last one's output
                 ctx.epilogue, ctx.outputs = chain, chain[-1].outputs
@@ -334,6 +340,40 @@ def fuse_epilogues(sg: Subgraph, order: list[Operation], backend_of: Mapping[int
             continue
         new_order.append(op)
     return new_order, chains
+
+
+def fold_prologues(sg: Subgraph, order: list[Operation], attrs: Mapping[int, object]
+                   ) -> tuple[list[Operation], dict[int, Operation]]:
+    """Producers to fold into the kernels that read them: op C whose kernel declares a `prologue` takes
+    the op P writing its input 0 when that output is read by C alone (once), is not returned or a
+    variable, and C's prologue(C, P, sg) agrees. Returns the execution order without the folded
+    producers (C already runs after P's inputs exist) and the producers by id(C)."""
+    writer: dict[int, Operation] = {}
+    reads: dict[int, int] = defaultdict(int)
+    for op in sg.operations:
+        for t in op.outputs:
+            writer[t] = op
+        for t in op.inputs:
+            if t >= 0:
+                reads[t] += 1
+    kept = set(sg.outputs) | {t.index for t in sg.tensors if t.is_variable}
+    folded: dict[int, Operation] = {}
+    taken: set[int] = set()
+    for op in order:
+        accepts = attrs[id(op)].prologue
+        if accepts is None or not op.inputs or op.inputs[0] < 0:
+            continue
+        t = op.inputs[0]
+        producer = writer.get(t)
+        if (producer is None or len(producer.outputs) != 1 or not producer.inputs or t in kept
+                or reads[t] != 1 or id(producer) in taken or id(producer) in folded
+                or attrs[id(producer)].epilogue is not None or not accepts(op, producer, sg)):
+            continue
+        folded[id(op)] = producer
+        taken.add(id(producer))
+    if not folded:
+        return order, {}
+    return [op for op in order if id(op) not in taken], folded
 
 
 def fused_operation(op: Operation, chain: tuple[Operation, ...]) -> Operation:

@@ -94,6 +94,9 @@ class Operation:
     # set by the compiler on the op an executor runs: the indices of the model's ops whose elementwise
     # work this op's kernel does too (fused into it; their outputs but the last are never computed)
     fused: tuple[int, ...] = ()
+    # likewise the ops whose work it does on its input 0 before its own (a zero padding folded into its
+    # reads: KernelAttrs.prologue); their outputs are never computed
+    prologue: tuple[int, ...] = ()
 
     @property
     def is_custom(self) -> bool:

@@ -477,7 +477,8 @@ def test_builtin_kernels_share_the_arena_and_match_litert():
     out = sg.tensor("out", [1, 16, 16, 16], np.float32)
     sg.op("ADD", [cat, cat], [out], fused_activation_function=0)
     sg.inputs, sg.outputs = [x], [out]
-    sess = onert_py.infer.session(mb.to_bytes("tflite"))
+    # cpu: the jit backend folds the PAD into the depthwise kernel (its output p is then never made)
+    sess = onert_py.infer.session(mb.to_bytes("tflite"), "cpu")
     plan = executor(sess).arena_plan
     assert set(plan.offsets) == {p, d, c, cat}
     assert plan.size < plan.unshared

@@ -207,7 +207,7 @@ def test_bench_profile_names_the_fused_ops(tmp_path, capsys):
     code, out, _ = cli(capsys, "bench", str(path), "--backends", "jit;cpu", "--num-runs", "3", "--profile",
                        "--report", str(tmp_path / "r.json"))
     assert code == 0
-    assert "2 ops fused into the kernels of the ops they follow (timed with them): ADD×1, PRELU×1" in out
+    assert "2 ops fused into the kernels of the ops beside them (timed with them): ADD×1, PRELU×1" in out
     rows = {r["index"]: r for r in json.loads((tmp_path / "r.json").read_text())["ops"]}
     assert rows[1]["fused_into"] == 0 and rows[2]["fused_into"] == 0 and rows[0]["fused_into"] is None
     assert not rows[1]["folded"] and rows[1]["backend"] == "jit" and rows[1]["count"] == 0
