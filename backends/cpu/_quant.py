@@ -328,7 +328,11 @@ class OutputStage:
         if self.zero_point_in_offset:
             self.offset = self.offset + (_I64(self.zero_point) << self.total_shift)
         self.float_ok = self.fast and self.reference_from == self.mult.size and self._float_exact(bounds, left)
-        self._float_constants: dict = {}
+        if self.float_ok:   # m * 2**left and the constant term, both scaled by 2**-s (exact)
+            scale = np.exp2(-self.total_shift.astype(np.float64))
+            self._float_mult = np.ldexp(self.mult.astype(np.float64), left) * scale
+            self._float_const = np.array(self._integer_constants(), np.float64) * scale
+        self._float_tiles: dict = {}
 
     def _float_exact(self, bounds: list[int], left: np.ndarray) -> bool:
         """Whether every intermediate of _float_path is an integer below 2**53 (exact in float64): the
@@ -386,16 +390,13 @@ class OutputStage:
         channels = self.mult.size
         rows = acc.size // channels
         key = (rows, None if bias is None else id(bias))
-        hit = self._float_constants.get(key)
+        hit = self._float_tiles.get(key)
         if hit is None or hit[0] is not bias:
             tile = _row_tile(rows, channels)
-            scale = np.exp2(-self.total_shift.astype(np.float64))
-            const = np.array(self._integer_constants(), np.float64)     # exact: checked below 2**53
-            if bias is not None:
-                const = const + np.asarray(bias, np.float64) * (self.mult << np.maximum(self.shift, 0))
-            mult = np.ldexp(self.mult.astype(np.float64), np.maximum(self.shift, 0))
-            hit = (bias, tile, np.tile(mult * scale, tile), np.tile(const * scale, tile))
-            self._float_constants[key] = hit
+            # the bias's term bias * m * 2**left * 2**-s joins the constant (exact: within the bound)
+            const = self._float_const if bias is None else self._float_const + np.asarray(bias, np.float64) * self._float_mult
+            hit = (bias, tile, np.tile(self._float_mult, tile), np.tile(const, tile))
+            self._float_tiles[key] = hit
         _, tile, mult, const = hit
         t = acc.reshape(rows // tile, tile * channels).astype(np.float64)
         t *= mult

@@ -452,7 +452,7 @@ def _accepts_depthwise(op, sg) -> bool:
     return _output_ok(op, x, y, kh, kw, cout) and _wins("dw", tuple(x.shape), tuple(y.shape), kh * kw)
 
 
-def zero_padding_of(producer, sg) -> tuple[tuple[int, int], tuple[int, int]] | None:
+def _zero_padding_of(producer, sg) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """((top, bottom), (left, right)) when `producer` is a PAD (or a PADV2 with the value +0.0) of a
     static float32 rank-4 tensor by constant non-negative amounts along H and W only; else None."""
     ins = producer.inputs
@@ -477,7 +477,7 @@ def _depthwise_absorbs(op, producer, sg) -> bool:
     skip the taps outside the input as they do for SAME padding, and a padded zero's product adds
     nothing (x + 0 * w == x for a finite w; the kernel checks the filter, and its sums are otherwise
     formed in the same order)."""
-    return zero_padding_of(producer, sg) is not None
+    return _zero_padding_of(producer, sg) is not None
 
 
 def _unabsorbed(ctx: KernelContext, prepare) -> Run:
@@ -503,7 +503,7 @@ def _geometry_of(ctx: KernelContext, kh: int, kw: int):
     strides = (o.get("stride_h", 1), o.get("stride_w", 1))
     dils = (o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1))
     padding = o.get("padding", SAME)
-    (top, bottom), (left, right) = ((0, 0), (0, 0)) if ctx.prologue is None else zero_padding_of(ctx.prologue, ctx.subgraph)
+    (top, bottom), (left, right) = ((0, 0), (0, 0)) if ctx.prologue is None else _zero_padding_of(ctx.prologue, ctx.subgraph)
     cache: dict = {}
 
     def get(shape: tuple[int, ...]):
