@@ -318,8 +318,8 @@ class DepthwisePlan:
 
 
 def _sgemm(w2: np.ndarray):
-    def product(a: np.ndarray, y2: np.ndarray) -> None:
-        np.matmul(a, w2, out=y2)
+    def product(a: np.ndarray, y: np.ndarray) -> None:
+        np.matmul(a, w2, out=y.reshape(a.shape[0], -1))
     return product
 
 
@@ -331,9 +331,10 @@ class ConvPlan:
     def __init__(self, x_shape, w2: np.ndarray, filt, strides, dils, out, pads, bias: np.ndarray | None,
                  owner=None, product=None, windows_product=None):
         nd = len(filt)
-        # product(a, y2): y2[m, cout] = a[m, k] @ w2 (a is C- or Fortran-contiguous); the jit backend
-        # passes its own GEMM here (with the bias and clamp in it), the default is BLAS's sgemm.
-        # windows_product(xp, geo, y2): the same product read from the windows of the zero-bordered input
+        # product(a, y): y (the output, C-contiguous) viewed as [m, cout] = a[m, k] @ w2 (a is C- or
+        # Fortran-contiguous); the jit backend passes its own GEMM here (with the bias and clamp in it,
+        # and the ops fused after the convolution), the default is BLAS's sgemm.
+        # windows_product(xp, geo, y): the same product read from the windows of the zero-bordered input
         # xp in place (no im2col copy), for 2-D convolutions with dilation_w 1; geo = (OH, OW, Hp, Wp, C,
         # sh, sw, dh, KH, KW).
         self.product = product if product is not None else _sgemm(w2)
@@ -404,11 +405,10 @@ class ConvPlan:
         if kind == "empty":
             return np.zeros(self.out_shape, _F32)
         y = np.empty(self.out_shape, _F32) if out is None else out
-        y2 = y.reshape(m, -1)
         if kind == "pointwise":
-            self.product(x.reshape(m, -1), y2)
+            self.product(x.reshape(m, -1), y)
         elif kind == "im2col" and self.windows_product is not None:
-            self.windows_product(self._bordered(x).reshape(-1), self.geo, y2)
+            self.windows_product(self._bordered(x).reshape(-1), self.geo, y)
         elif kind == "im2col":
             xp = self._bordered(x)
             if self.direct:
@@ -422,9 +422,9 @@ class ConvPlan:
                              if self.cols_arena is not None else None)
             cols = self.cols if self.cols is not None else np.empty(self.vshape, _F32)
             np.copyto(cols, view)
-            self.product(cols.reshape(-1, m).T if self.transposed else cols.reshape(m, -1), y2)
+            self.product(cols.reshape(-1, m).T if self.transposed else cols.reshape(m, -1), y)
         else:   # channel-sum
-            np.matmul(self.dw.run(x).reshape(m, -1), self.ones, out=y2)
+            np.matmul(self.dw.run(x).reshape(m, -1), self.ones, out=y.reshape(m, -1))
         if self.bias is not None:
             yr = y.reshape(self.y_rows)
             yr += self.bias

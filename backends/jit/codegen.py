@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 # numba-side names a template may use (imported by every generated module)
-_HELPERS = ("_numba.py", "_simd.py", "_vmath.py")
+_HELPERS = ("_numba.py", "_simd.py", "_vmath.py", "_gemm.py")
 _PRELUDE = """import math
 import numpy as np
 from onert_py.backends.jit._numba import clamp, clamp_hi, clamp_lo, kernel

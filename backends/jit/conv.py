@@ -56,8 +56,8 @@ from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _bi
 from onert_py.backends.cpu.elementwise import _activation_range
 from onert_py.backends.jit._gemm import PackedProduct, gemm_wins
 from onert_py.backends.jit._numba import kernel, prange
-from onert_py.backends.jit.elementwise import (_op_context, epilogue_fits, epilogue_pass, pairs_epilogue_fits,
-                                               pairs_pass, unfused)
+from onert_py.backends.jit.elementwise import (_op_context, epilogue_fits, epilogue_pass, fused_chain,
+                                               pairs_epilogue_fits, pairs_pass, unfused)
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 # The fused activations taken; their clamp is LiteRT's activation range (the cpu elementwise kernels'
@@ -625,10 +625,12 @@ def conv_2d(ctx: KernelContext) -> Run:
     bounds = _CONV_CLAMPS.get(ctx.options.get("fused_activation_function") or NONE)
     w2 = conv_2d_matrix(w, groups)[0]
     if gemm_wins(cout) or _windows_win(cout, (kh, kw), strides, dils):
-        # bias and clamp in the GEMM's registers; the epilogue does the fused ops
-        packed = PackedProduct(w2, bias, bounds, _PARALLEL_MIN)
-        return conv_plan_run(ctx, w2, (kh, kw), strides, dils, None, epilogue_pass(ctx, None), packed.matrix,
-                             packed.windows)
+        # bias, clamp and the fused ops in the GEMM's kernel (ConvPlan reads the windows in place unless
+        # the filter is 1x1 with stride 1)
+        windows = (kh, kw) != (1, 1) or tuple(strides) != (1, 1)
+        packed = PackedProduct(w2, bias, bounds, _PARALLEL_MIN, fused_chain(ctx),
+                               ("windows",) if windows and dils[1] == 1 else ("matrix",))
+        return conv_plan_run(ctx, w2, (kh, kw), strides, dils, None, None, packed.matrix, packed.windows)
     finish = epilogue_pass(ctx, bias, bounds)
     return conv_plan_run(ctx, w2, (kh, kw), strides, dils, None, finish)
 

@@ -9,6 +9,7 @@ clamps ADD/SUB/MUL/DIV (with no activation to ±FLT_MAX, NaN kept); int32 arithm
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -491,6 +492,26 @@ def _chain_arguments(ctx: KernelContext, operands: list[tuple[int, str, np.ndarr
             out[j] = np.ascontiguousarray(a, _F32).reshape(-1)
         return out
     return args
+
+
+@dataclass(frozen=True)
+class Chain:
+    """ctx.epilogue's ops as another kernel applies them in its own loops (jit/_gemm.py: per block of
+    the product's output, while it is in cache): `lines` update the value `v` at flat index `k`,
+    channel `ch` (unindented), reading arrays named e0, e1, ... as `modes` says (_operand_mode: "same"
+    at k, "channel" at ch, "one" at 0); args(shape) gives those arrays for a run whose output has
+    `shape`."""
+    lines: tuple[str, ...]
+    modes: tuple[str, ...]
+    args: Callable[[tuple], list[np.ndarray]]
+
+
+def fused_chain(ctx: KernelContext) -> Chain | None:
+    """ctx.epilogue as a Chain, None when no op was fused after this one."""
+    if not ctx.epilogue:
+        return None
+    lines, operands = _chain_code(ctx)
+    return Chain(tuple(lines), tuple(mode for _, mode, _ in operands), _chain_arguments(ctx, operands))
 
 
 def epilogue_pass(ctx: KernelContext, bias: np.ndarray | None, bounds: tuple[float, float] | None = None

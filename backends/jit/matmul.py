@@ -26,7 +26,7 @@ from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _pro
 from onert_py.backends.jit._gemm import PackedProduct, gemm_wins
 from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
 from onert_py.backends.jit.conv import _compile_time, _static
-from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, other_shapes, unfused
+from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, fused_chain, other_shapes, unfused
 from onert_py.backends.jit._numba import kernel, prange
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
@@ -226,11 +226,11 @@ def fully_connected(ctx: KernelContext) -> Run:
     alloc = ctx.output_buffer(0)
     flat_in, flat_out = (m, depth), (m, units)
     if gemm_wins(units):     # the packed GEMM with bias and clamp in registers; the epilogue: fused ops
-        matrix = PackedProduct(rows.T, bias, bounds, _PARALLEL_MIN_FLOAT).matrix
-        finish = epilogue_pass(ctx, None)
+        matrix = PackedProduct(rows.T, bias, bounds, _PARALLEL_MIN_FLOAT, fused_chain(ctx), ("matrix",)).matrix
+        finish = None
 
         def product(x: np.ndarray, y: np.ndarray) -> None:
-            matrix(x.reshape(flat_in), y.reshape(flat_out))
+            matrix(x.reshape(flat_in), y)
     else:
         finish = epilogue_pass(ctx, bias, bounds)
         wt = rows.T if m == 1 else np.ascontiguousarray(rows.T)

@@ -89,6 +89,54 @@ def test_conv_add_prelu_fuse_and_give_the_unfused_bits():
         np.testing.assert_array_equal(a, k)
 
 
+def _conv_block(shape: list[int], filt: int, stride: int, cout: int) -> ModelBuilder:
+    """x -> CONV_2D filt x filt / stride, SAME (+bias) -> ADD(r, conv) -> PRELU(alpha per channel)."""
+    g = rng(11)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    out = [shape[0], -(-shape[1] // stride), -(-shape[2] // stride), cout]
+    x = sg.tensor("x", shape, np.float32)
+    r = sg.tensor("r", out, np.float32)
+    w = sg.const("w", g.normal(size=(cout, filt, filt, shape[3])).astype(np.float32) / filt)
+    b = sg.const("b", g.normal(size=cout).astype(np.float32))
+    alpha = sg.const("alpha", g.uniform(-0.5, 1.5, size=(1, 1, cout)).astype(np.float32))
+    c, a, y = (sg.tensor(n, out, np.float32) for n in ("conv", "add", "y"))
+    sg.inputs = [x, r]
+    sg.op("CONV_2D", [x, w, b], [c], padding=0, stride_h=stride, stride_w=stride,
+          dilation_h_factor=1, dilation_w_factor=1, fused_activation_function=NONE)
+    sg.op("ADD", [r, c], [a], fused_activation_function=NONE)
+    sg.op("PRELU", [a, alpha], [y])
+    sg.outputs = [y]
+    return mb
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape, filt, stride, cout", [
+    ([1, 37, 41, 24], 1, 1, 40),     # pointwise: the GEMM on the input's rows, 1517 rows in blocks of 96
+    ([2, 29, 33, 16], 3, 2, 48),     # windows read in place, two images, odd sizes
+    ([1, 30, 30, 32], 1, 2, 24),     # a strided 1x1: windows, a last half panel of 8 columns
+], ids=["pointwise", "windows_3x3_s2", "windows_1x1_s2"])
+def test_chain_runs_in_the_gemm_blocks(shape, filt, stride, cout, threads):
+    """Large enough for several blocks per thread (jit/_gemm.py, BLOCK) and, at 2 threads, a split of
+    the rows: the fused ADD and PRELU give the unfused run's bits and LiteRT's values; inputs resized
+    (both, as the model needs) take a new plan with the same chain."""
+    mb = _conv_block(shape, filt, stride, cout)
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu", num_threads=threads)
+    assert _fused(sess) == [("CONV_2D", (1, 2))]
+    got = sess.infer(ins)[0]
+    np.testing.assert_array_equal(
+        got, onert_py.infer.session(data, "jit;cpu", num_threads=threads, fuse_ops=False).infer(ins)[0])
+    assert_close([got], run_litert(mb, ins), rtol=1e-5, atol=1e-4)
+    g = rng(12)
+    small = [g.normal(size=[shape[0], 12, 10, shape[3]]).astype(np.float32),
+             g.normal(size=[shape[0], -(-12 // stride), -(-10 // stride), cout]).astype(np.float32)]
+    jit, cpu = (run_interpreter(onert_py.Interpreter(model_content=data, backends=b), small)[0]
+                for b in ("jit;cpu", "cpu"))
+    assert jit.shape == cpu.shape == tuple(small[1].shape)
+    assert_close([jit], [cpu], rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("variant", [
     {"out_conv": True},                    # the conv's output is a model output: it must be computed
     {"second_reader": True},               # read by two ops

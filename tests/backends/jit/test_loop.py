@@ -214,12 +214,14 @@ def test_unwritable_cache_dir_falls_back_to_tmp(tmp_path, monkeypatch):
 
 def test_generated_modules_name_their_helpers_version(tmp_path, monkeypatch):
     """numba's disk cache checks only a generated file's own date: the file's name must change with the
-    helpers its code inlines (_numba, _simd, _vmath), or a new version would run the old machine code."""
+    helpers its code inlines or calls (_numba, _simd, _vmath, _gemm), or a new version would run the old
+    machine code."""
     import hashlib
 
     from onert_py.backends.jit import codegen
     here = Path(codegen.__file__).resolve().parent
-    digest = hashlib.sha1(b"".join((here / n).read_bytes() for n in ("_numba.py", "_simd.py", "_vmath.py")))
+    digest = hashlib.sha1(b"".join((here / n).read_bytes() for n in ("_numba.py", "_simd.py", "_vmath.py",
+                                                                       "_gemm.py")))
     assert digest.hexdigest()[:16] in codegen._PRELUDE
     monkeypatch.setenv("ONERT_PY_JIT_CACHE", str(tmp_path))
     monkeypatch.setattr(codegen, "_modules", {})
