@@ -595,12 +595,13 @@ def padv2(ctx: KernelContext) -> Run:
     if not ctx.has_input(2):
         value = _pad_value(ctx)
         return _pad_run(ctx, lambda: value)
+    # a value equal to zero pads with +0: LiteRT fills with zero bytes then (-0.0 gives +0.0)
     c = ctx.const(2)
     if c is not None:
-        value = np.ravel(c)[0]
+        value = np.ravel(c)[0] + 0
         return _pad_run(ctx, lambda: value)
     v, t = ctx.values, ctx.inputs[2]
-    return _pad_run(ctx, lambda: np.ravel(v[t])[0])
+    return _pad_run(ctx, lambda: np.ravel(v[t])[0] + 0)
 
 
 @CPU.register_quantized("PADV2", dtypes=QUANTIZED_TYPES)

@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 import os
 
-_FAMILIES = ("elementwise", "shape", "conv", "pool", "matmul", "image", "activations", "reduce")
+_FAMILIES = ("elementwise", "shape", "array", "conv", "pool", "matmul", "image", "activations", "reduce")
 _state: dict[str, object] = {}
 
 

@@ -121,6 +121,21 @@ def test_padv2(dtype):
            [("o", [4, 5], dtype)])
 
 
+@pytest.mark.parametrize("runtime_value", [False, True], ids=["const", "input"])
+def test_padv2_negative_zero_pads_positive_zero(runtime_value):
+    """LiteRT fills with zero bytes when the value equals zero: -0.0 pads +0.0 (the interior keeps its
+    own signed zeros)."""
+    x = np.array([[-0.0, 1.0, -2.0], [0.0, -0.0, 3.0]], np.float32)
+    pads = np.array([[1, 1], [0, 2]], np.int32)
+    value = ("c", [], np.float32) if runtime_value else ("const", np.array(-0.0, np.float32))
+    mb = single_op_model("PADV2", [("x", [2, 3], np.float32), ("const", pads), value], [("o", [4, 5], np.float32)])
+    ins = [x, np.array(-0.0, np.float32)] if runtime_value else [x]
+    got = onert_py.infer.session(mb.to_bytes("tflite"), "cpu").infer(ins)[0]
+    want = run_litert(mb, ins)[0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert np.signbit(got[1:3, :3]).sum() == 3 and np.signbit(got).sum() == 3    # x's -0.0, -0.0, -2.0
+
+
 def test_pad_negative_fails():
     mb = single_op_model("PAD", [("x", [2], np.float32), ("p", [1, 2], np.int32)], [("o", [-1], np.float32)])
     with pytest.raises(onert_py.OnertPyError, match="PAD"):

@@ -1,0 +1,126 @@
+"""jit kernels of the array family (cpu/array.py): a constant PAD / PADV2 of a static float32 tensor.
+
+The converters' channel padding (a block's input widened to the next block's channels before the
+residual ADD: face_detection_short_range has 11, 15 % of its time at 2 threads) and the spatial pads
+before strided convolutions are short strided runs for numpy: a fill of the whole output, then a copy
+whose inner loop is one pixel's channels (14.8 µs per op on average in that model). Here each output
+row (batch x height) is written once, in order: the pad value where the row is border, the input's
+pixels with their channel pads between, the rows split over numba's threads when the output is large.
+The values are the cpu kernel's: a copy, and the pad value (PAD: 0; PADV2: its constant) as float32.
+Quantized pads, mirror pads, ranks above 4 and paddings that are not constant stay with cpu.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import get_num_threads
+
+from onert_py.backends.jit._numba import compile_now, kernel, prange
+from onert_py.backends.jit.elementwise import other_shapes
+from onert_py.backends.registry import JIT, KernelContext, Run
+
+_F32 = np.dtype(np.float32)
+# Below this many output values the cpu kernel's numpy calls cost no more than the call into numba.
+_MIN_SIZE = 1024
+# From this many output values the rows are split over numba's threads.
+_PARALLEL_MIN = 1 << 16
+
+
+@kernel
+def _pad_rows(x, y, geo, value, r0, r1):
+    """Output rows r0..r1 (r = n * H + h) of y [N, H, W, C] (flat), x [n, h, w, c] (flat) placed at
+    (bn, bh, bw, bc); geo = (n, h, w, c, bn, bh, bw, bc, H, W, C). Indices inside a row are unsigned:
+    numba wraps negative indices, and LLVM keeps a loop scalar where an index might be one (slice
+    assignments instead check the arrays for overlap at every call: twice as slow on 24-channel pixels)."""
+    n, h, w, c = geo[0], geo[1], geo[2], geo[3]
+    bn, bh, bw, bc = geo[4], geo[5], geo[6], geo[7]
+    H, W, C = geo[8], geo[9], geo[10]
+    uc, ubc, uC = np.uint64(c), np.uint64(bc), np.uint64(C)
+    for r in range(r0, r1):
+        row = y[r * W * C:(r + 1) * W * C]
+        ni, hi = r // H - bn, r % H - bh
+        if ni < 0 or ni >= n or hi < 0 or hi >= h:
+            for k in range(row.size):
+                row[np.uint64(k)] = value
+            continue
+        src = x[(ni * h + hi) * w * c:(ni * h + hi + 1) * w * c]
+        for k in range(bw * C):
+            row[np.uint64(k)] = value
+        for k in range((bw + w) * C, W * C):
+            row[np.uint64(k)] = value
+        for p in range(w):
+            o = np.uint64(bw + p) * uC
+            i = np.uint64(p) * uc
+            for k in range(bc):
+                row[o + np.uint64(k)] = value
+            for k in range(c):
+                row[o + ubc + np.uint64(k)] = src[i + np.uint64(k)]
+            for k in range(bc + c, C):
+                row[o + np.uint64(k)] = value
+
+
+@kernel(parallel=True)
+def _pad(x, y, geo, value, chunks):
+    rows = y.size // (geo[9] * geo[10])
+    if chunks > 1:
+        for t in prange(chunks):
+            q = np.int64(t)
+            _pad_rows(x, y, geo, value, q * rows // chunks, (q + 1) * rows // chunks)
+    else:
+        _pad_rows(x, y, geo, value, 0, rows)
+
+
+def _constant_pads(op, sg) -> list[tuple[int, int]] | None:
+    """The (before, after) pairs of a float32 PAD / PADV2 with constant paddings and value, of a static
+    input of rank 1-4 and at least _MIN_SIZE output values; None when the op is not taken."""
+    ins = op.inputs
+    if len(ins) < 2 or ins[0] < 0 or ins[1] < 0 or len(op.outputs) != 1:
+        return None
+    x, p, y = sg.tensors[ins[0]], sg.tensors[ins[1]], sg.tensors[op.outputs[0]]
+    if (x.dtype != _F32 or y.dtype != _F32 or x.is_dynamic or y.is_dynamic or p.data is None
+            or not 1 <= len(x.shape) <= 4):
+        return None
+    if op.opcode == "PADV2" and len(ins) > 2 and ins[2] >= 0 and sg.tensors[ins[2]].data is None:
+        return None
+    flat = np.asarray(p.data).reshape(-1)
+    if flat.size != 2 * len(x.shape) or (flat < 0).any():
+        return None
+    pairs = [(int(flat[2 * k]), int(flat[2 * k + 1])) for k in range(len(x.shape))]
+    out = tuple(d + b + e for d, (b, e) in zip(x.shape, pairs))
+    if out != tuple(y.shape) or int(np.prod(out, dtype=np.int64)) < _MIN_SIZE:
+        return None
+    return pairs
+
+
+@JIT.register("PAD", "PADV2", dtypes=("float32",), accepts=lambda op, sg: _constant_pads(op, sg) is not None)
+def pad(ctx: KernelContext) -> Run:
+    """Each output row written once: border value, pixels, channel pads (see the module's docstring)."""
+    pairs = _constant_pads(ctx.op, ctx.subgraph)
+    value = np.float32(0.0)
+    if ctx.op.opcode == "PADV2" and ctx.has_input(2):
+        value = np.float32(np.ravel(ctx.const(2))[0]) + np.float32(0)     # -0.0 pads +0.0, as LiteRT
+    shape = tuple(ctx.input_tensor(0).shape)
+    lead = 4 - len(shape)
+    dims = (1,) * lead + shape
+    before = (0,) * lead + tuple(b for b, _ in pairs)
+    out_shape = tuple(ctx.output_tensor(0).shape)
+    out4 = (1,) * lead + out_shape
+    geo = np.array([*dims, *before, *out4[1:]], np.int64)
+    example = np.zeros(1, _F32)
+    compile_now(_pad, example, example, geo, value, 1)
+    parallel = int(np.prod(out_shape, dtype=np.int64)) >= _PARALLEL_MIN
+    alloc = ctx.output_buffer(0)
+    fallback = other_shapes(ctx)
+    x_i, (o,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+
+    def run() -> None:
+        x = v[x_i]
+        if x.shape != shape:        # resized: the cpu kernel
+            return fallback()
+        if not x.flags.writeable:   # numba compiles read-only arrays apart
+            x = np.array(x)
+        y = alloc(out_shape)
+        chunks = min(get_num_threads(), out4[0] * out4[1]) if parallel else 1
+        _pad(np.ascontiguousarray(x, _F32).reshape(-1), y.reshape(-1), geo, value, chunks)
+        v[o] = y
+    return run
