@@ -21,8 +21,8 @@ from onert_py.backends.registry import JIT, KernelContext, Run
 _F32 = np.dtype(np.float32)
 # Below this many output values the cpu kernel's numpy calls cost no more than the call into numba.
 _MIN_SIZE = 1024
-# From this many output values the rows are split over numba's threads.
-_PARALLEL_MIN = 1 << 16
+# From this many output values the rows are split over numba's threads (as conv.py's ops).
+_PARALLEL_MIN = 1 << 15
 
 
 @kernel

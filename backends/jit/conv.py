@@ -68,11 +68,13 @@ _CONTRACT = {"contract"}          # a*b + c as one FMA (more exact than two roun
 # Lane blocks of the stride-1 depthwise layout: about this many floats (whole pixels of C channels).
 _LANES = 128
 # Below this many multiply-adds an op runs on one thread. Waking numba's workers costs 1-3 us while they
-# spin (GOMP_SPINCOUNT, __init__.py) and ~60 us once they sleep. Two threads on the 2-core VM (each
-# model's own process, min of 2): 256K gave face_landmark 1.21 ms, hand_landmark_lite 2.63,
-# iris_landmark 1.26, against 1.33 / 3.04 / 1.30 with 128K, 1.31 / 2.71 / 1.35 with 512K and
-# 1.67 / 4.09 / 1.72 with 4M.
-_PARALLEL_MIN = 1 << 18
+# spin (GOMP_SPINCOUNT, __init__.py) and ~60 us once they sleep. An op on one thread after one split over
+# two also reads half its input from the other core's cache: splitting the small ops too keeps each
+# thread on the rows it made. Two threads on the 2-core VM (each model's own process, best of 4 rounds
+# alternated, 300 runs): 32K against 256K gave face_detection_short_range 0.90 / 1.01 ms, face_landmark
+# 1.01 / 1.07, hand_landmark_lite 2.61 / 2.68, iris_landmark 1.18 / 1.20, hand_recrop 0.70 / 0.70 (with
+# the epilogues run in the GEMM's blocks; before them 256K had measured best, 4M worst).
+_PARALLEL_MIN = 1 << 15
 
 _inline = numba.njit(inline="always")   # helpers compiled into their caller (constants propagate)
 _ZERO = np.int64(0)     # a 0 argument that is not a literal (a literal 0 compiles its own specialisation)
