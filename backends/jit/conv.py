@@ -32,10 +32,11 @@ int8 depthwise: the same layouts on int32 sums into a row buffer, then the outpu
 int8 CONV_2D: exact float32 sums (the cpu kernel's plan with jit/_gemm.py's packed GEMM; sums of
 integers below 2**24 are exact in any order), then the output stage in one numba pass. Float32
 CONV_2D: the packed GEMM with the bias and clamp in its registers, pointwise on the input itself and
-other filters on their windows read in place from the zero-bordered input (no im2col copy), then the
-elementwise ops fused after it (jit/elementwise.py, epilogue_pass) in one pass; for output channel
-counts the GEMM would pad by over 30 % (pointwise, or below 8 channels), the cpu kernel's im2col +
-sgemm and then bias, clamp and the fused ops in one pass. Earlier direct kernels (lanes over the output channels) measured 0.55-0.9x of
+other filters on their windows read in place from the zero-bordered input (no im2col copy), with the
+elementwise ops fused after it (jit/elementwise.Chain) applied to each block of the output inside the
+GEMM's kernel; for output channel counts the GEMM would pad by over 30 % (pointwise, or below 8
+channels), the cpu kernel's im2col + sgemm and then bias, clamp and the fused ops in one pass
+(epilogue_pass). Earlier direct kernels (lanes over the output channels) measured 0.55-0.9x of
 im2col + sgemm, and a numba GEMM of scalar accumulators ran scalar: the packed GEMM's explicit
 vectors (jit/_simd.py) are what made it 1.1-1.3x OpenBLAS.
 """
@@ -615,9 +616,9 @@ def _windows_win(cout: int, filt: tuple[int, int], strides: tuple[int, int], dil
 @JIT.register("CONV_2D", dtypes=("float32",), accepts=_accepts_conv, epilogue=_conv_epilogue_fits)
 def conv_2d(ctx: KernelContext) -> Run:
     """The cpu kernel's convolution plan with the packed GEMM as its product (bias and activation in
-    its registers; windows read in place), or, where the GEMM would mostly compute padding, the plan's
-    own sgemm and then bias and activation in a pass; the elementwise ops fused after it (ctx.epilogue)
-    in one compiled pass over the output."""
+    its registers, windows read in place, the elementwise ops fused after it (ctx.epilogue) on each
+    block of the output in the same kernel), or, where the GEMM would mostly compute padding, the plan's
+    own sgemm and then bias, activation and the fused ops in one compiled pass."""
     if ctx.const(1) is None or (ctx.has_input(2) and ctx.const(2) is None):
         return unfused(ctx, CPU.kernel("CONV_2D"))      # not folded after all: the general kernel
     w, groups = _conv_filter_groups(ctx)

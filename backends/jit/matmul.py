@@ -1,6 +1,7 @@
 """FULLY_CONNECTED on the jit backend. Quantized int8: the integer dot products and LiteRT's output
-stage in one pass. float32 (at the end of this module): the cpu kernel's sgemm, then bias, clamp and the
-elementwise ops fused after it in one compiled pass (jit/elementwise.py, epilogue_pass).
+stage in one pass. float32 (at the end of this module): the packed GEMM (jit/_gemm.py) with bias, clamp
+and the elementwise ops fused after it in its kernel, or, for few units, the cpu kernel's sgemm and
+then those in one compiled pass (jit/elementwise.py, epilogue_pass).
 
 The cpu kernel (backends/cpu/matmul.py) computes the exact sums with a float64 BLAS product (int8
 weights widened 8x at prepare) and then rescales them in several numpy passes. Here each output is an
@@ -205,11 +206,11 @@ def _accepts_float(op, sg) -> bool:
 
 @JIT.register("FULLY_CONNECTED", dtypes=("float32",), accepts=_accepts_float, epilogue=epilogue_fits)
 def fully_connected(ctx: KernelContext) -> Run:
-    """The packed GEMM (jit/_gemm.py: bias and clamp in its registers) where it wins, else the cpu
-    kernel's product (one sgemm on the weights stored transposed, or a gemv for one row) and the bias
-    and activation in the epilogue pass; the elementwise ops fused after it (ctx.epilogue) in one
-    compiled pass over the output. An input of another shape than declared takes the cpu kernel (and the
-    epilogue as a pass of its own)."""
+    """The packed GEMM (jit/_gemm.py: bias and clamp in its registers, the elementwise ops fused after
+    it (ctx.epilogue) on each block of the output in the same kernel) where it wins, else the cpu
+    kernel's product (one sgemm on the weights stored transposed, or a gemv for one row), then bias,
+    activation and the fused ops in one compiled pass. An input of another shape than declared takes
+    the cpu kernel (and the epilogue as a pass of its own)."""
     w, b = ctx.const(1), ctx.const(2)
     if w is None or (ctx.has_input(2) and b is None):
         return unfused(ctx, CPU.kernel("FULLY_CONNECTED"))      # not folded after all
