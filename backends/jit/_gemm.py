@@ -25,7 +25,7 @@ from numba import get_num_threads
 from onert_py.backends.jit._numba import compile_now, kernel, prange
 from onert_py.backends.jit._simd import (LANES, vadd, vclamp, vfma, vload, vsplat, vsplat_at, vstore, vstore_first,
                                         vzero)
-from onert_py.backends.jit.codegen import compile_source
+from onert_py.backends.jit.codegen import channel_loop, compile_source
 
 if TYPE_CHECKING:
     from onert_py.backends.jit.elementwise import Chain
@@ -267,12 +267,7 @@ from onert_py.backends.jit._gemm import BLOCK, _ROWS, _conv_rows, _rows_of
 @kernel
 def _then(c, p0, p1, channels{e}):
 {views}
-    for p in range(p1 - p0):
-        for ch in range(channels):
-            k = p * channels + ch
-            v = c[k]
-{chain}
-            c[k] = v
+{loop}
 
 
 @kernel
@@ -322,12 +317,12 @@ def _fused_kernels(then: Chain):
     """The module of `matrix` and `windows` (as gemm and conv_gemm, taking the chain's operands last)
     for this chain."""
     e = "".join(f", e{j}" for j in range(len(then.modes)))
-    chain = "\n".join(" " * 12 + line for line in then.lines)
+    loop = "\n".join(channel_loop("    ", "(p1 - p0) * channels", "channels", ["v = c[k]", *then.lines, "c[k] = v"]))
     # the block's own views: an index from 0 up, which LLVM sees is never negative (numba wraps
     # negative indices: with p0 + p it kept the loop scalar, 2x slower than the GEMM itself)
     views = "\n".join(f"    {name} = {name}[p0 * channels:p1 * channels]" for name in
                        ("c", *(f"e{j}" for j, mode in enumerate(then.modes) if mode == "same")))
-    source = _FUSED.format(e=e, chain=chain, views=views)
+    source = _FUSED.format(e=e, loop=loop, views=views)
     return compile_source(source, "matrix"), compile_source(source, "windows")
 
 
