@@ -22,6 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
+from onert_py.exec.memory_plan import aligned_empty
+
 try:  # einsum's C entry point: np.einsum's Python wrapper (array-function dispatch) costs ~5 us a call
     from numpy._core.multiarray import c_einsum as _einsum
 except ImportError:  # numpy < 2
@@ -79,7 +81,7 @@ class Arena:
     def take(self, n: int) -> np.ndarray:
         self.reserve(n)
         if self.buf is None or self.buf.size < self.need:
-            self.buf = np.zeros(self.need, _F32)
+            self.buf = aligned_empty(self.need, _F32, zero=True)
         return self.buf[:n]
 
 

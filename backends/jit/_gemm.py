@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
-from numba import get_num_threads
 
-from onert_py.backends.jit._numba import compile_now, kernel, prange
+from onert_py.backends.jit._numba import compile_now, kernel, prange, threads
 from onert_py.backends.jit._simd import (LANES, vadd, vclamp, vfma, vload, vsplat, vsplat_at, vstore, vstore_first,
                                         vzero)
 from onert_py.backends.jit.codegen import channel_loop, compile_source
+from onert_py.exec.memory_plan import aligned_empty
 
 if TYPE_CHECKING:
     from onert_py.backends.jit.elementwise import Chain
@@ -42,12 +42,14 @@ def pack_panels(b: np.ndarray) -> np.ndarray:
     panels = -(-n // PANEL)
     padded = np.zeros((k, panels * PANEL), np.float32)
     padded[:, :n] = b
-    return np.ascontiguousarray(padded.reshape(k, panels, PANEL).transpose(1, 0, 2)).reshape(-1)
+    out = aligned_empty(padded.size)        # vector loads of whole cache lines
+    out.reshape(panels, k, PANEL)[...] = padded.reshape(k, panels, PANEL).transpose(1, 0, 2)
+    return out
 
 
 def pad_bias(bias: np.ndarray | None, n: int) -> np.ndarray:
     """The bias (zeros when None) padded to whole panels, as the kernel loads it."""
-    out = np.zeros(-(-n // PANEL) * PANEL, np.float32)
+    out = aligned_empty(-(-n // PANEL) * PANEL, zero=True)
     if bias is not None:
         out[:n] = np.asarray(bias, np.float32).reshape(-1)
     return out
@@ -356,7 +358,7 @@ class PackedProduct:
                 compile_now(self._conv_gemm, f32, i64, f32, f32, self.lo, self.hi, f32, 1, 1, *operands)
 
     def _chunks(self, rows: int, blocks: int) -> int:
-        return min(get_num_threads(), blocks) if rows * self.k * self.n >= self.parallel_min else 1
+        return min(threads(), blocks) if rows * self.k * self.n >= self.parallel_min else 1
 
     def _operands(self, y: np.ndarray) -> list[np.ndarray]:
         return [] if self.then is None else self.then.args(y.shape)

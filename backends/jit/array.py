@@ -12,9 +12,8 @@ Quantized pads, mirror pads, ranks above 4 and paddings that are not constant st
 from __future__ import annotations
 
 import numpy as np
-from numba import get_num_threads
 
-from onert_py.backends.jit._numba import compile_now, kernel, prange
+from onert_py.backends.jit._numba import compile_now, kernel, prange, threads
 from onert_py.backends.jit.elementwise import other_shapes
 from onert_py.backends.registry import JIT, KernelContext, Run
 
@@ -120,7 +119,7 @@ def pad(ctx: KernelContext) -> Run:
         if not x.flags.writeable:   # numba compiles read-only arrays apart
             x = np.array(x)
         y = alloc(out_shape)
-        chunks = min(get_num_threads(), out4[0] * out4[1]) if parallel else 1
+        chunks = min(threads(), out4[0] * out4[1]) if parallel else 1
         _pad(np.ascontiguousarray(x, _F32).reshape(-1), y.reshape(-1), geo, value, chunks)
         v[o] = y
     return run

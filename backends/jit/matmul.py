@@ -19,7 +19,6 @@ or bias, and the shapes where BLAS wins) stays on the cpu kernel, which also giv
 from __future__ import annotations
 
 import numpy as np
-from numba import get_num_threads
 
 from onert_py.backends.cpu._quant import activation_range, qparams, quantize_multipliers
 from onert_py.backends.cpu.conv import _CLAMPS
@@ -28,7 +27,7 @@ from onert_py.backends.jit._gemm import PackedProduct, gemm_wins
 from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
 from onert_py.backends.jit.conv import _compile_time, _static
 from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, fused_chain, other_shapes, unfused
-from onert_py.backends.jit._numba import kernel, prange
+from onert_py.backends.jit._numba import kernel, prange, threads
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 _INT32_MAX = (1 << 31) - 1
@@ -172,7 +171,7 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
             s = shapes[x.shape] = (out_shape, rows, rows * depth * units >= _PARALLEL_MIN)
         y = alloc(s[0])
         if y.size:
-            chunks = min(get_num_threads(), units) if s[2] else 1
+            chunks = min(threads(), units) if s[2] else 1
             _fc(np.ascontiguousarray(x).reshape(s[1], depth), w, *args, y.reshape(s[1], units), chunks)
         v[o_i] = y
     return run

@@ -12,14 +12,13 @@ passes win: `_wins`).
 from __future__ import annotations
 
 import numpy as np
-from numba import get_num_threads
 
 from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.conv import SAME, VALID, conv_output_size, conv_padding, padding_code
 from onert_py.backends.cpu.elementwise import q_activation_range
 from onert_py.backends.cpu.pool import _pool_window
-from onert_py.backends.jit._numba import kernel, prange
+from onert_py.backends.jit._numba import kernel, prange, threads
 from onert_py.backends.registry import JIT, KernelContext, Run
 
 _FLOAT_RANGE = {NONE: (-np.inf, np.inf), RELU: (0.0, np.inf), RELU_N1_TO_1: (-1.0, 1.0), RELU6: (0.0, 6.0)}
@@ -341,7 +340,7 @@ def _prepare(ctx: KernelContext, pool, lo, hi, is_max: bool) -> Run:
         g = geometry.get(x.shape) or plan(x.shape)
         y = alloc(g[0])
         if y.size:
-            chunks = min(get_num_threads(), g[0][0] * g[0][1]) if g[2] else 1
+            chunks = min(threads(), g[0][0] * g[0][1]) if g[2] else 1
             # flat views (y is a fresh or planned array: contiguous, reshape(-1) is a view of it)
             pool(np.ascontiguousarray(x).reshape(-1), y.reshape(-1), *g[1], chunks)
         v[o_i] = y

@@ -71,6 +71,20 @@ DW_FLOAT = [
     ([1, 1, 9, 4], (3, 3), 1, (1, 1), (1, 1)),       # one input row
     ([1, 30, 33, 64], (3, 3), 1, (1, 1), (1, 1)),    # enough work for numba's threads
 ]
+# C >= 16 (at least the vector width, 16 or 8 floats): channel vectors (_vector_row), the last one
+# overlapping when the width does not divide C; rows of eight-pixel blocks, the last block moved back,
+# spans under eight pixels (several cases above have C >= 16 too)
+DW_VECTOR = [
+    ([1, 4, 27, 16], (3, 3), 1, (1, 1), (1, 1)),     # 25 interior columns: 3 blocks and a moved one
+    ([1, 6, 19, 40], (3, 3), 1, (3, 3), (1, 1)),     # stride 3: the general specialisation
+    ([1, 7, 8, 20], (3, 3), 1, (1, 1), (1, 2)),      # dilation_w 2
+    ([1, 11, 12, 18], (3, 2), 1, (1, 3), (2, 1)),    # other sizes, dilation_h 2
+    ([1, 14, 13, 16], (5, 5), 1, (2, 2), (2, 1)),    # 5x5 stride 2 with dilation_h 2 (border rows)
+    ([1, 9, 10, 8], (3, 3), 2, (2, 2), (1, 1)),      # multiplier 2: 16 channels expanded
+    ([1, 3, 4, 16], (5, 5), 1, (1, 1), (1, 1)),      # window wider than the input (SAME)
+    ([1, 1, 9, 32], (3, 3), 1, (1, 1), (1, 1)),      # one input row
+    ([2, 5, 6, 17], (1, 1), 1, (2, 2), (1, 1)),      # 1x1 strided, odd C, batch 2
+]
 
 
 def _with_paddings(cases):
@@ -83,7 +97,7 @@ def _with_paddings(cases):
     return out
 
 
-@pytest.mark.parametrize("x_shape,k,mult,stride,dil,pad", _with_paddings(DW_FLOAT))
+@pytest.mark.parametrize("x_shape,k,mult,stride,dil,pad", _with_paddings(DW_FLOAT + DW_VECTOR))
 def test_depthwise_float_layouts(x_shape, k, mult, stride, dil, pad):
     mb, x = _dw(x_shape, k, mult, stride, dil, pad, act=RELU6 if sum(x_shape) % 2 else NONE,
                 seed=sum(x_shape))
