@@ -360,24 +360,30 @@ class PackedProduct:
     def _chunks(self, rows: int, blocks: int) -> int:
         return min(threads(), blocks) if rows * self.k * self.n >= self.parallel_min else 1
 
-    def _operands(self, y: np.ndarray) -> list[np.ndarray]:
-        return [] if self.then is None else self.then.args(y.shape)
-
     def matrix(self, a: np.ndarray, y: np.ndarray) -> None:
         m, k, n = a.shape[0], self.k, self.n
-        if not a.flags.writeable:       # numba compiles read-only arrays apart: copy instead
+        flags = a.flags
+        if not flags.writeable:         # numba compiles read-only arrays apart: copy instead
             a = np.array(a, np.float32, order="C")
-        if a.flags.c_contiguous:
-            flat, sm, sk = a.reshape(-1), k, 1
-        elif a.flags.f_contiguous:
-            flat, sm, sk = a.T.reshape(-1), 1, m
+            flags = a.flags
+        if flags.c_contiguous:
+            flat, sm, sk = a.ravel(), k, 1
+        elif flags.f_contiguous:
+            flat, sm, sk = a.T.ravel(), 1, m
         else:
-            flat, sm, sk = np.ascontiguousarray(a).reshape(-1), k, 1
-        self._gemm(flat, sm, sk, self.panels, self.bias, self.lo, self.hi, y.reshape(-1), m, k, n,
-                   self._chunks(m, -(-m // _ROWS)), *self._operands(y))
+            flat, sm, sk = np.ascontiguousarray(a).ravel(), k, 1
+        chunks = min(threads(), -(-m // _ROWS)) if m * k * n >= self.parallel_min else 1
+        if self.then is None:
+            self._gemm(flat, sm, sk, self.panels, self.bias, self.lo, self.hi, y.ravel(), m, k, n, chunks)
+        else:
+            self._gemm(flat, sm, sk, self.panels, self.bias, self.lo, self.hi, y.ravel(), m, k, n, chunks,
+                       *self.then.args(y.shape))
 
     def windows(self, xp: np.ndarray, geo: np.ndarray, y: np.ndarray) -> None:
         pixels = y.size // self.n
-        rows = pixels // int(geo[1])
-        self._conv_gemm(xp, geo, self.panels, self.bias, self.lo, self.hi, y.reshape(-1), self.n,
-                        self._chunks(pixels, rows), *self._operands(y))
+        chunks = self._chunks(pixels, pixels // int(geo[1]))
+        if self.then is None:
+            self._conv_gemm(xp, geo, self.panels, self.bias, self.lo, self.hi, y.ravel(), self.n, chunks)
+        else:
+            self._conv_gemm(xp, geo, self.panels, self.bias, self.lo, self.hi, y.ravel(), self.n, chunks,
+                            *self.then.args(y.shape))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -475,12 +475,16 @@ def _chain_code(ctx: KernelContext) -> tuple[list[str], list[tuple[int, str, np.
 
 
 def _chain_arguments(ctx: KernelContext, operands: list[tuple[int, str, np.ndarray | None]]
-                     ) -> Callable[[tuple], list[np.ndarray]]:
+                     ) -> Callable[[tuple], Sequence[np.ndarray]]:
     """args(shape): the flat arrays of _chain_code's operands for a run whose output has `shape` (the
     constants as prepared, the others read now; an operand of the output's shape that is not raises)."""
     consts = [value for _, _, value in operands]
     varying = [(j, t, mode) for j, (t, mode, value) in enumerate(operands) if value is None]
     v, tensors, first = ctx.values, ctx.subgraph.tensors, ctx.epilogue[:1]
+
+    if not varying:                 # (per-op overhead counts: a model runs 50-100 of these)
+        fixed = tuple(consts)
+        return lambda shape: fixed
 
     def args(shape: tuple) -> list[np.ndarray]:
         out = list(consts)
@@ -489,7 +493,8 @@ def _chain_arguments(ctx: KernelContext, operands: list[tuple[int, str, np.ndarr
             if mode == "same" and a.shape != shape:
                 raise ValueError(f"tensor {tensors[t].name!r} has shape {list(a.shape)}; the fused "
                                  f"{first[0].kernel_name} needs {list(shape)}, the output's")
-            out[j] = np.ascontiguousarray(a, _F32).reshape(-1)
+            # ravel: a view of a C-contiguous array (the usual case), else a copy
+            out[j] = a.ravel() if a.dtype == _F32 else np.ascontiguousarray(a, _F32).ravel()
         return out
     return args
 
@@ -503,7 +508,7 @@ class Chain:
     `shape`."""
     lines: tuple[str, ...]
     modes: tuple[str, ...]
-    args: Callable[[tuple], list[np.ndarray]]
+    args: Callable[[tuple], Sequence[np.ndarray]]
 
 
 def fused_chain(ctx: KernelContext) -> Chain | None:
