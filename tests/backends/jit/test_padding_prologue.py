@@ -77,6 +77,8 @@ def _folded(sess) -> list[tuple[str, tuple[int, ...]]]:
     dict(padding=SAME, pads=((1, 0), (0, 1))),                      # the conv's own padding on top
     dict(mult=2, act=RELU6),
     dict(x_shape=(2, 20, 24, 16), pads=((1, 1), (1, 1))),           # wide enough for the lane loops
+    dict(x_shape=(1, 6, 7, 16), pads=((4, 1), (1, 5)), stride=2),   # rows and columns of padding only
+    dict(x_shape=(1, 5, 12, 8), pads=((3, 3), (0, 3)), mult=2, dil=2),   # 16 channels once expanded
     dict(opcode="PADV2", value=0.0),
 ])
 def test_zero_padding_folds_into_the_depthwise_kernel(case):
