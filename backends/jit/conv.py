@@ -340,10 +340,12 @@ def _vector_taps(x1, w1, acc, xo, c, rs, ts, C, ia, ib, KW):
 
 
 @_inline
-def _vector_block(x1, w1, y1, bias, xo, yo, sxs, rs, ts, C, c, ia, ib, lov, hiv, KW):
-    """Eight neighbouring output pixels of a row, channels c..c+LANES: the bias, then the taps of filter
-    rows [ia, ib) as vector FMAs in (i, j) order, then the clamp. Eight sums in flight hide the FMA's
-    latency (four measured 0.8x: 96x96x16, 3x3, one thread); each weight load serves all eight."""
+def _vector_block(x1, w1, y1, bias, xo, yo, sxs, ys, rs, ts, C, c, ia, ib, lov, hiv, KW):
+    """Eight neighbouring vectors of an output row, sxs input and ys output floats apart (a pixel's
+    channels c..c+LANES each, or, in the flat layout, LANES consecutive floats each): the bias, then the
+    taps of filter rows [ia, ib) as vector FMAs in (i, j) order (tap (i, j)'s weights at w1[(i * KW + j)
+    * C + c]), then the clamp. Eight sums in flight hide the FMA's latency (four measured 0.8x:
+    96x96x16, 3x3, one thread); each weight load serves all eight."""
     a0 = bias
     a1 = bias
     a2 = bias
@@ -365,13 +367,13 @@ def _vector_block(x1, w1, y1, bias, xo, yo, sxs, rs, ts, C, c, ia, ib, lov, hiv,
             a6 = vfma(vload(x1, at + 6 * sxs), wv, a6)
             a7 = vfma(vload(x1, at + 7 * sxs), wv, a7)
     vstore(y1, yo, vclamp(a0, lov, hiv))
-    vstore(y1, yo + C, vclamp(a1, lov, hiv))
-    vstore(y1, yo + 2 * C, vclamp(a2, lov, hiv))
-    vstore(y1, yo + 3 * C, vclamp(a3, lov, hiv))
-    vstore(y1, yo + 4 * C, vclamp(a4, lov, hiv))
-    vstore(y1, yo + 5 * C, vclamp(a5, lov, hiv))
-    vstore(y1, yo + 6 * C, vclamp(a6, lov, hiv))
-    vstore(y1, yo + 7 * C, vclamp(a7, lov, hiv))
+    vstore(y1, yo + ys, vclamp(a1, lov, hiv))
+    vstore(y1, yo + 2 * ys, vclamp(a2, lov, hiv))
+    vstore(y1, yo + 3 * ys, vclamp(a3, lov, hiv))
+    vstore(y1, yo + 4 * ys, vclamp(a4, lov, hiv))
+    vstore(y1, yo + 5 * ys, vclamp(a5, lov, hiv))
+    vstore(y1, yo + 6 * ys, vclamp(a6, lov, hiv))
+    vstore(y1, yo + 7 * ys, vclamp(a7, lov, hiv))
 
 
 @_inline
@@ -390,13 +392,73 @@ def _vector_span(x1, w1, b1, y1, xb, yb, ox0, ox1, sxs, rs, ts, C, ia, ib, lov, 
             ox = ox0
             while ox < ox1:
                 o = min(ox, ox1 - 8)
-                _vector_block(x1, w1, y1, bias, xb + o * sxs + c, yb + o * C + c, sxs, rs, ts, C, c, ia, ib,
-                              lov, hiv, KW)
+                _vector_block(x1, w1, y1, bias, xb + o * sxs + c, yb + o * C + c, sxs, C, rs, ts, C, c, ia,
+                              ib, lov, hiv, KW)
                 ox += 8
         else:
             for ox in range(ox0, ox1):
                 acc = _vector_taps(x1, w1, bias, xb + ox * sxs + c, c, rs, ts, C, ia, ib, KW)
                 vstore(y1, yb + ox * C + c, vclamp(acc, lov, hiv))
+
+
+@_inline
+def _flat_vector_span(x1, wt1, bt, y1, xb, yb, F, rs, ts, T, lov, hiv, KH, KW):
+    """Floats [0, F) (F >= LANES) of a stride_w 1 row's interior columns, C < LANES channels dividing
+    LANES: _lanes' layout in explicit vectors, each LANES / C whole pixels with the taps' weights tiled
+    (wt1: T floats per tap), eight vectors a block, the last vector or block moved back to end at F (a
+    multiple of C, so every vector still starts on a pixel). xb, yb: the offsets of the first column."""
+    bias = vload(bt, 0)
+    block = 8 * LANES
+    f = 0
+    if F >= block:
+        while f < F:
+            o = min(f, F - block)
+            _vector_block(x1, wt1, y1, bias, xb + o, yb + o, LANES, LANES, rs, ts, T, 0, 0, KH, lov, hiv, KW)
+            f += block
+    else:
+        while f < F:
+            o = min(f, F - LANES)
+            acc = _vector_taps(x1, wt1, bias, xb + o, 0, rs, ts, T, 0, KH, KW)
+            vstore(y1, yb + o, vclamp(acc, lov, hiv))
+            f += LANES
+
+
+@_inline
+def _flat_vector_row(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi, KH, KW):
+    """Output row (n, oy), stride_w 1, multiplier 1, C < LANES dividing LANES (8 channels with
+    AVX-512): the interior columns as _flat_vector_span when the window lies inside the input
+    vertically and they span a vector, the edge pixels (_pixel_border); other rows as _acc_span."""
+    _, H, W, C = x.shape
+    OH, OW = y.shape[1], y.shape[2]
+    iy0 = oy * sh - pt
+    oxa = min(max(pl, 0), OW)
+    oxb = max(oxa, min(OW, W + pl - (KW - 1) * dw))
+    x1, y1 = x.reshape(-1), y.reshape(-1)
+    if iy0 < 0 or iy0 + (KH - 1) * dh >= H or (oxb - oxa) * C < LANES:
+        _acc_span(x1, wt, bt, y1, n, oy, _ZERO, OW, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi)
+        return
+    for ox in range(oxa):
+        _pixel_border(x, w, b, y, n, oy, ox, iy0, ox - pl, dh, dw, lo, hi)
+    T = wt.shape[2]
+    _flat_vector_span(x1, wt.reshape(-1), bt, y1, ((n * H + iy0) * W + oxa - pl) * C, ((n * OH + oy) * OW + oxa) * C,
+                      (oxb - oxa) * C, W * C * dh, dw * C, T, vsplat(lo), vsplat(hi), KH, KW)
+    for ox in range(oxb, OW):
+        _pixel_border(x, w, b, y, n, oy, ox, iy0, ox - pl, dh, dw, lo, hi)
+
+
+@kernel(fastmath=_CONTRACT)
+def _flat_vector_row_3x3(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
+    _flat_vector_row(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi, 3, 3)
+
+
+@kernel(fastmath=_CONTRACT)
+def _flat_vector_row_5x5(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
+    _flat_vector_row(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi, 5, 5)
+
+
+@kernel(fastmath=_CONTRACT)
+def _flat_vector_row_any(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
+    _flat_vector_row(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi, w.shape[0], w.shape[1])
 
 
 @_inline
@@ -532,8 +594,17 @@ def _dw_rows(x, w, wt, bt, b, y, geo, lohi, r):
     sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
     lo, hi = lohi[0], lohi[1]
     KH, KW = w.shape[0], w.shape[1]
-    if x.shape[3] >= LANES:
+    C = x.shape[3]
+    if C >= LANES:
         _vector_rows(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi)
+    elif sw == 1 and LANES % C == 0:
+        for q in range(oy, min(oy + 2, OH)):
+            if KH == 3 and KW == 3:
+                _flat_vector_row_3x3(x, w, wt, bt, b, y, n, q, sh, dh, dw, pt, pl, lo, hi)
+            elif KH == 5 and KW == 5:
+                _flat_vector_row_5x5(x, w, wt, bt, b, y, n, q, sh, dh, dw, pt, pl, lo, hi)
+            else:
+                _flat_vector_row_any(x, w, wt, bt, b, y, n, q, sh, dh, dw, pt, pl, lo, hi)
     elif sw == 1 and KH == 3 and KW == 3:
         _flat_rows_3x3(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi)
     elif sw == 1 and KH == 5 and KW == 5:

@@ -84,6 +84,13 @@ DW_VECTOR = [
     ([1, 3, 4, 16], (5, 5), 1, (1, 1), (1, 1)),      # window wider than the input (SAME)
     ([1, 1, 9, 32], (3, 3), 1, (1, 1), (1, 1)),      # one input row
     ([2, 5, 6, 17], (1, 1), 1, (2, 2), (1, 1)),      # 1x1 strided, odd C, batch 2
+    # stride_w 1, C below the vector width and dividing it: a row's interior floats in vectors of whole
+    # pixels (_flat_vector_row), eight-vector blocks, the last vector or block moved back
+    ([1, 6, 40, 8], (3, 3), 1, (1, 1), (1, 1)),      # 38 columns: blocks and a moved one
+    ([2, 7, 37, 4], (5, 5), 1, (2, 1), (1, 1)),      # 5x5, stride_h 2, batch 2
+    ([1, 8, 30, 2], (3, 2), 1, (1, 1), (1, 2)),      # other sizes, dilation_w 2
+    ([1, 5, 21, 1], (3, 3), 1, (1, 1), (2, 1)),      # one channel, dilation_h 2
+    ([1, 6, 12, 4], (3, 3), 2, (1, 1), (1, 1)),      # multiplier 2: 8 channels expanded
 ]
 
 
