@@ -18,17 +18,30 @@ up vectorising when a loop reads through too many unrelated offsets (runtime ali
 broadcast over the output channels all ran scalar (3-4x slower), so the blocking below is the one
 that stayed vectorised.
 
-Float depthwise, two layouts (multiplier M > 1: the input is first expanded to C*M channels):
-* stride_w 1 (most layers): lanes run over (output pixel, channel) pairs of an output row, i.e. over
-  consecutive floats of the output and of every input row whatever C, the taps' weights tiled to the
-  lane block (`_lanes`); two output rows at once when stride_h == dilation_h (`_lanes2`: each weight
-  load serves both, and LLVM shares the input rows both windows read). Rows whose windows lie inside
-  the input vertically take this path on their interior columns; border rows and columns accumulate
-  tap by tap over the in-bounds spans (`_acc_span`): padding is never materialised.
+Float depthwise (multiplier M > 1: the input is first expanded to C*M channels), by channel count:
+* C >= the vector width (16 floats with AVX-512, jit/_simd.py), any stride and dilation: explicit
+  vectors of a pixel's channels, eight neighbouring output pixels a block (eight sums in flight hide the
+  FMA's latency; each weight vector load serves all eight), the filter rows inside the input only, the
+  edge pixels' taps checked one by one (`_vector_row`). Unit strides and 3x3 / 5x5 filters compile as
+  constants, so that LLVM loads each input vector once for the taps and pixels sharing it.
+* fewer channels, dividing the vector width, stride_w 1: the same blocks over a row's interior floats,
+  each vector LANES / C whole pixels with the taps' weights tiled (`_flat_vector_row`).
+* other channel counts, stride_w 1 (most layers): lanes run over (output pixel, channel) pairs of an
+  output row, i.e. over consecutive floats of the output and of every input row whatever C, the taps'
+  weights tiled to the lane block (`_lanes`); two output rows at once when stride_h == dilation_h
+  (`_lanes2`: each weight load serves both, and LLVM shares the input rows both windows read). Rows whose
+  windows lie inside the input vertically take this path on their interior columns; border rows and
+  columns accumulate tap by tap over the in-bounds spans (`_acc_span`): padding is never materialised.
 * other strides: lanes run over the channels of one output pixel (`_pixel`).
-~2-3.5x the cpu kernel's einsum on the mediapipe layers (12-25 multiply-adds/ns on one thread).
+Every layout forms each sum the same way: the bias, then the in-bounds taps in (i, j) order, one
+rounding per tap (FMA). 96x96x16 3x3 on one thread: stride 1 55 us, stride 2 19 us (the lane layouts:
+100 and 58 us); arrays the vector kernels read start on a cache line (exec/memory_plan.aligned_empty:
+numpy's large arrays start 16 bytes past one, which cost the same kernel 1.3x). Against the cpu
+kernel's einsum (`python benchmarks/jit_conv.py --only dw`, one thread): 1.7-6x, 2.4-6x on the
+mediapipe layers.
 
-int8 depthwise: the same layouts on int32 sums into a row buffer, then the output stage of that row.
+int8 depthwise: the lane layouts (the last two) on int32 sums into a row buffer, then the output stage
+of that row.
 int8 CONV_2D: exact float32 sums (the cpu kernel's plan with jit/_gemm.py's packed GEMM; sums of
 integers below 2**24 are exact in any order), then the output stage in one numba pass. Float32
 CONV_2D: the packed GEMM with the bias and clamp in its registers, pointwise on the input itself and
