@@ -22,10 +22,13 @@ Float depthwise (multiplier M > 1: the input is first expanded to C*M channels),
 * C >= the vector width (16 floats with AVX-512, jit/_simd.py), any stride and dilation: explicit
   vectors of a pixel's channels, eight neighbouring output pixels a block (eight sums in flight hide the
   FMA's latency; each weight vector load serves all eight), the filter rows inside the input only, the
-  edge pixels' taps checked one by one (`_vector_row`). Unit strides and 3x3 / 5x5 filters compile as
-  constants, so that LLVM loads each input vector once for the taps and pixels sharing it.
+  edge pixels' taps checked one by one (`_vector_row`); 3x3 and 5x5 filters compile as constants (the
+  taps unroll). Strides stay arguments except for 5x5 at stride 1 (`_vector_row_5x5_s1`): literal unit
+  strides measured no faster for the others, and every compiled function is compiled again inside
+  the parallel driver on a cold cache (its first compile: 22 s before these kernels, 36 s now).
 * fewer channels, dividing the vector width, stride_w 1: the same blocks over a row's interior floats,
-  each vector LANES / C whole pixels with the taps' weights tiled (`_flat_vector_row`).
+  each vector LANES / C whole pixels with the taps' weights tiled (`_flat_vector_row`; 3x3 as
+  constants, the only size of such layers in the mediapipe models).
 * other channel counts, stride_w 1 (most layers): lanes run over (output pixel, channel) pairs of an
   output row, i.e. over consecutive floats of the output and of every input row whatever C, the taps'
   weights tiled to the lane block (`_lanes`); two output rows at once when stride_h == dilation_h
@@ -465,11 +468,6 @@ def _flat_vector_row_3x3(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
 
 
 @kernel(fastmath=_CONTRACT)
-def _flat_vector_row_5x5(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
-    _flat_vector_row(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi, 5, 5)
-
-
-@kernel(fastmath=_CONTRACT)
 def _flat_vector_row_any(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
     _flat_vector_row(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi, w.shape[0], w.shape[1])
 
@@ -512,8 +510,7 @@ def _vector_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, KH, KW):
     for ox in range(oxa):
         _vector_edge(x1, w1, b, y1, xb, yb, ox, sw, sw * C, rs, dw * C, W, C, ia, ib, pl, dw, lov, hiv, KW)
     if ia == 0 and ib == KH:
-        # literal bounds: the tap loops unroll (with literal sw and dw, the pixel and tap steps are
-        # multiples of one value, so that LLVM loads each input vector once for the taps sharing it)
+        # literal bounds: the tap loops unroll
         _vector_span(x1, w1, b, y1, xb, yb, oxa, oxb, sw * C, rs, dw * C, C, 0, KH, lov, hiv, KW)
     else:       # a border row (one span loop only: a second one, inlined beside it, slowed both)
         for ox in range(oxa, oxb):
@@ -522,26 +519,24 @@ def _vector_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, KH, KW):
         _vector_edge(x1, w1, b, y1, xb, yb, ox, sw, sw * C, rs, dw * C, W, C, ia, ib, pl, dw, lov, hiv, KW)
 
 
-# Each filter size and unit stride / dilation its own compiled function: with them literal, every
-# branch above folds and LLVM sees one span loop (inlined beside the general one it ran at 0.75x).
+# The common filter sizes as compiled constants (each its own function: compiled once, cached).
 @kernel(fastmath=_CONTRACT)
-def _vector_row_3x3_s1(x, w, b, y, n, oy, sh, dh, pt, pl, lo, hi):
-    _vector_row(x, w, b, y, n, oy, sh, 1, dh, 1, pt, pl, lo, hi, 3, 3)
+def _vector_row_3x3(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
+    _vector_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, 3, 3)
 
 
 @kernel(fastmath=_CONTRACT)
-def _vector_row_3x3_s2(x, w, b, y, n, oy, sh, dh, pt, pl, lo, hi):
-    _vector_row(x, w, b, y, n, oy, sh, 2, dh, 1, pt, pl, lo, hi, 3, 3)
+def _vector_row_5x5(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
+    _vector_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, 5, 5)
 
 
 @kernel(fastmath=_CONTRACT)
 def _vector_row_5x5_s1(x, w, b, y, n, oy, sh, dh, pt, pl, lo, hi):
+    # stride_w and dilation_w literal 1: the pixel and tap steps are then one value, and LLVM loads each
+    # input vector once for the taps and pixels sharing it (12 loads instead of 40 per filter row and
+    # block, where 5x5's 40 FMAs would otherwise wait on loads: palm_detection_lite 7.5 -> 6.8 ms, 1
+    # thread; 3x3 measured the same either way, so it has no such twin)
     _vector_row(x, w, b, y, n, oy, sh, 1, dh, 1, pt, pl, lo, hi, 5, 5)
-
-
-@kernel(fastmath=_CONTRACT)
-def _vector_row_5x5_s2(x, w, b, y, n, oy, sh, dh, pt, pl, lo, hi):
-    _vector_row(x, w, b, y, n, oy, sh, 2, dh, 1, pt, pl, lo, hi, 5, 5)
 
 
 @kernel(fastmath=_CONTRACT)
@@ -551,20 +546,15 @@ def _vector_row_any(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
 
 @_inline
 def _vector_rows(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
-    """Output rows oy and oy + 1 (when there is one), C >= LANES: _vector_row's specialisations."""
+    """Output rows oy and oy + 1 (when there is one), C >= LANES: _vector_row for the filter's size."""
     KH, KW = w.shape[0], w.shape[1]
-    square = KH == KW and (KH == 3 or KH == 5)
     for q in range(oy, min(oy + 2, y.shape[1])):
-        if square and dw == 1 and sw == 1:
-            if KH == 3:
-                _vector_row_3x3_s1(x, w, b, y, n, q, sh, dh, pt, pl, lo, hi)
-            else:
-                _vector_row_5x5_s1(x, w, b, y, n, q, sh, dh, pt, pl, lo, hi)
-        elif square and dw == 1 and sw == 2:
-            if KH == 3:
-                _vector_row_3x3_s2(x, w, b, y, n, q, sh, dh, pt, pl, lo, hi)
-            else:
-                _vector_row_5x5_s2(x, w, b, y, n, q, sh, dh, pt, pl, lo, hi)
+        if KH == 3 and KW == 3:
+            _vector_row_3x3(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
+        elif KH == 5 and KW == 5 and sw == 1 and dw == 1:
+            _vector_row_5x5_s1(x, w, b, y, n, q, sh, dh, pt, pl, lo, hi)
+        elif KH == 5 and KW == 5:
+            _vector_row_5x5(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
         else:
             _vector_row_any(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
 
@@ -573,11 +563,6 @@ def _vector_rows(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
 @kernel(fastmath=_CONTRACT)
 def _pixel_row_3x3(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
     _pixel_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, 3, 3)
-
-
-@kernel(fastmath=_CONTRACT)
-def _pixel_row_5x5(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi):
-    _pixel_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, 5, 5)
 
 
 @kernel(fastmath=_CONTRACT)
@@ -590,12 +575,7 @@ def _flat_rows_3x3(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
     _flat_rows(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, 3, 3)
 
 
-@kernel(fastmath=_CONTRACT)
-def _flat_rows_5x5(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi):
-    _flat_rows(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, 5, 5)
-
-
-@kernel(fastmath=_CONTRACT)
+@_inline
 def _dw_rows(x, w, wt, bt, b, y, geo, lohi, r):
     """Output rows 2q and 2q + 1 (r = n * ceil(OH / 2) + q) of a float32 depthwise convolution with
     multiplier 1 (x expanded first otherwise): x [N, H, W, C], w [KH, KW, C] (wt, bt: taps and bias
@@ -612,16 +592,12 @@ def _dw_rows(x, w, wt, bt, b, y, geo, lohi, r):
         _vector_rows(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi)
     elif sw == 1 and LANES % C == 0:
         for q in range(oy, min(oy + 2, OH)):
-            if KH == 3 and KW == 3:
+            if KH == 3 and KW == 3:     # (the mediapipe models' layers of 8 channels are all 3x3)
                 _flat_vector_row_3x3(x, w, wt, bt, b, y, n, q, sh, dh, dw, pt, pl, lo, hi)
-            elif KH == 5 and KW == 5:
-                _flat_vector_row_5x5(x, w, wt, bt, b, y, n, q, sh, dh, dw, pt, pl, lo, hi)
             else:
                 _flat_vector_row_any(x, w, wt, bt, b, y, n, q, sh, dh, dw, pt, pl, lo, hi)
     elif sw == 1 and KH == 3 and KW == 3:
         _flat_rows_3x3(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi)
-    elif sw == 1 and KH == 5 and KW == 5:
-        _flat_rows_5x5(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi)
     else:
         for q in range(oy, min(oy + 2, OH)):
             if sw == 1:
@@ -629,8 +605,6 @@ def _dw_rows(x, w, wt, bt, b, y, geo, lohi, r):
                           x.shape[3], OH, y.shape[2], sh, dh, dw, pt, pl, lo, hi)
             elif KH == 3 and KW == 3:
                 _pixel_row_3x3(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
-            elif KH == 5 and KW == 5:
-                _pixel_row_5x5(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
             else:
                 _pixel_row_any(x, w, b, y, n, q, sh, sw, dh, dw, pt, pl, lo, hi)
 

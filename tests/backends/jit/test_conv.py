@@ -55,15 +55,15 @@ def _dw(x_shape, k, mult=1, stride=(1, 1), dil=(1, 1), pad=SAME, act=NONE, bias=
 DW_FLOAT = [
     ([1, 9, 11, 8], (3, 3), 1, (1, 1), (1, 1)),      # stride_w 1: pairs of rows, 3x3 constants
     ([2, 10, 7, 5], (3, 3), 1, (1, 1), (1, 1)),      # odd C, batch 2, odd OH (a single last row)
-    ([1, 12, 40, 33], (3, 3), 1, (2, 1), (1, 1)),    # stride_h 2 != dilation_h: rows one at a time
-    ([1, 8, 9, 17], (5, 5), 1, (1, 1), (1, 1)),      # 5x5 constants
-    ([1, 20, 70, 3], (5, 5), 1, (1, 1), (2, 1)),     # 5x5, dilation_h 2, rows of several lane blocks
+    ([1, 12, 40, 33], (3, 3), 1, (2, 1), (1, 1)),    # stride_h 2 != dilation_h (vectors: 33 channels)
+    ([1, 8, 9, 17], (5, 5), 1, (1, 1), (1, 1)),      # 5x5 constants (vectors)
+    ([1, 20, 70, 3], (5, 5), 1, (1, 1), (2, 1)),     # 5x5 of 3 channels, dilation_h 2: tap by tap
     ([1, 7, 8, 4], (3, 3), 1, (1, 1), (1, 2)),       # dilation_w 2
     ([1, 9, 9, 6], (2, 3), 1, (1, 1), (1, 1)),       # other sizes: tap by tap
     ([1, 10, 6, 16], (7, 1), 1, (1, 1), (1, 1)),
     ([1, 5, 5, 4], (1, 1), 2, (1, 1), (1, 1)),       # 1x1 with a multiplier
     ([2, 13, 15, 24], (3, 3), 1, (2, 2), (1, 1)),    # stride_w 2: by pixels, 3x3 constants
-    ([1, 16, 17, 20], (5, 5), 1, (2, 2), (1, 1)),    # by pixels, 5x5 constants
+    ([1, 16, 17, 20], (5, 5), 1, (2, 2), (1, 1)),    # 5x5 strided (vectors)
     ([1, 11, 12, 7], (3, 2), 1, (1, 3), (2, 1)),     # by pixels, other sizes, dilation
     ([1, 9, 10, 3], (3, 3), 2, (1, 1), (1, 1)),      # multiplier 2: input expanded
     ([1, 8, 7, 2], (5, 3), 3, (2, 2), (1, 2)),       # multiplier 3, strided, dilated
