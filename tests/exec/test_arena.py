@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import onert_py
 from onert_py.backends.registry import register_custom_kernel, register_custom_op
-from onert_py.exec.memory_plan import ALIGN, plan_arena
+from onert_py.exec.memory_plan import ALIGN, aligned_empty, plan_arena
 from onert_py.schema.writer import ModelBuilder
 
 N = 4096
@@ -92,6 +92,25 @@ def test_chain_shares_memory_and_stays_correct():
     for k, out in enumerate(outs):
         np.testing.assert_array_equal(out, np.full(N, k + 11, np.float32))
         assert not any(np.shares_memory(out, p) for p in planned if p is not None)
+
+
+def test_planned_slots_start_on_a_cache_line():
+    # the offsets are ALIGN-aligned and so is the arena's base (numpy's large arrays start 16 bytes
+    # past a boundary: every vector load of the jit kernels would cross two cache lines)
+    model, ts = chain_model(6)
+    planned = executor(onert_py.infer.session(model)).planned
+    assert all(planned[t].ctypes.data % ALIGN == 0 for t in ts)
+
+
+@pytest.mark.parametrize("shape,dtype", [(0, np.float32), (1, np.int8), ((3, 5), np.float64), ((1 << 18,), np.float32),
+                                         ((2, 0, 3), np.int32)])
+def test_aligned_empty(shape, dtype):
+    for zero in (False, True):
+        a = aligned_empty(shape, dtype, zero=zero)
+        assert a.shape == ((shape,) if isinstance(shape, int) else shape) and a.dtype == dtype
+        assert a.flags.c_contiguous and a.flags.writeable and a.ctypes.data % ALIGN == 0
+        if zero:
+            assert not a.any()
 
 
 def test_alias_through_reshape_keeps_source_alive():

@@ -188,3 +188,18 @@ def test_dilated_columns_take_the_im2col_copy():
     x = np.random.default_rng(0).normal(size=(1, 9, 9, 2)).astype(np.float32)
     ref = ConvPlan((1, 9, 9, 2), w2, (3, 3), (1, 1), (1, 2), (5, 5), ((0, 0), (0, 0)), None).run(x)
     np.testing.assert_allclose(plan.run(x), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_thread_count_follows_numba():
+    # the kernels read numba's count through its threading layer's getter (no locks); it must follow
+    # set_num_threads, as num_threads sets it for each run
+    import numba
+
+    from onert_py.backends.jit._numba import threads
+    before = numba.get_num_threads()
+    try:
+        for n in (1, min(2, numba.config.NUMBA_NUM_THREADS), 1):
+            numba.set_num_threads(n)
+            assert threads() == numba.get_num_threads() == n
+    finally:
+        numba.set_num_threads(before)
