@@ -682,7 +682,7 @@ def _accepts_depthwise(op, sg) -> bool:
 
 
 def _zero_padding_of(producer, sg) -> tuple[tuple[int, int], tuple[int, int]] | None:
-    """((top, bottom), (left, right)) when `producer` is a PAD (or a PADV2 with the value +0.0) of a
+    """((top, bottom), (left, right)) when `producer` is a PAD (or a PADV2 with the value 0.0) of a
     static float32 rank-4 tensor by constant non-negative amounts along H and W only; else None."""
     ins = producer.inputs
     if producer.opcode not in ("PAD", "PADV2") or len(ins) < 2 or ins[0] < 0 or ins[1] < 0:
@@ -692,8 +692,8 @@ def _zero_padding_of(producer, sg) -> tuple[tuple[int, int], tuple[int, int]] | 
         return None
     if len(ins) > 2 and ins[2] >= 0:
         value = sg.tensors[ins[2]].data
-        if value is None or np.size(value) != 1 or np.asarray(value, np.float32).reshape(-1).view(np.uint32)[0]:
-            return None           # not +0.0 (a -0.0 pad would change the sign of an all-zero window's sum)
+        if value is None or np.size(value) != 1 or np.asarray(value, np.float32).reshape(-1)[0] != 0:
+            return None           # (-0.0 too pads +0.0, as LiteRT and the PAD kernels do: the same bits)
     p = np.asarray(amounts)
     if p.shape != (4, 2) or p.dtype.kind not in "iu" or (p < 0).any() or p[0].any() or p[3].any():
         return None

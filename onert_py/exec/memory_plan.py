@@ -36,6 +36,7 @@ def aligned_empty(shape: int | Sequence[int], dtype=np.float32, zero: bool = Fal
     start = -raw.ctypes.data % ALIGN
     return raw[start:start + n].view(dtype).reshape(shape)
 
+
 @dataclass
 class ArenaPlan:
     size: int = 0                                                   # arena bytes
