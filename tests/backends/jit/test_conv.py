@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("numba")
 
 import onert_py  # noqa: E402
-from helpers import (assert_close, assert_matches_litert, check_builtin, rng, run_litert,  # noqa: E402
-                     run_litert_builtin, run_onert, single_op_model)
+from helpers import (assert_close, assert_matches_litert, check_builtin, rng, run_interpreter,  # noqa: E402
+                     run_litert, run_litert_builtin, run_onert, single_op_model)
 from onert_py.backends.cpu.conv import conv_output_size  # noqa: E402
 from onert_py.backends.jit._gemm import gemm_wins  # noqa: E402
 from onert_py.backends.jit.conv import _windows_win  # noqa: E402
@@ -185,6 +185,21 @@ def test_depthwise_float_declines():
     mb, x = _dw([1, 8, 8, 16], (1, 1), stride=(2, 2))
     assert _backend(mb) == "jit"
     assert_matches_litert(mb, [x], atol=ATOL, fmts=("tflite",))
+
+
+@pytest.mark.parametrize("c,stride", [(16, (1, 1)), (24, (2, 2)), (8, (1, 1))])
+def test_depthwise_resized_input_takes_the_cpu_kernel(c, stride):
+    # resizing an Interpreter's input recompiles the model with that input dynamic, and the jit kernels
+    # take static shapes only: the op moves to the cpu kernel, with LiteRT's values (the vector layouts'
+    # other shapes are DW_VECTOR's models)
+    mb, x = _dw([1, 6, 9, c], (3, 3), stride=stride, act=RELU6, seed=c)
+    it = onert_py.Interpreter(model_content=mb.to_bytes("tflite"), backends="jit;cpu")
+    assert_close(run_interpreter(it, [x * 3]), run_litert(mb, [x * 3]), atol=ATOL)
+    assert it._executors[0].backend_names == ["jit"]
+    for shape in ((1, 11, 37, c), (2, 4, 5, c)):
+        x = rng(sum(shape)).normal(size=shape).astype(np.float32) * 3
+        assert_close(run_interpreter(it, [x]), run_litert(mb, [x]), atol=ATOL)
+        assert it._executors[0].backend_names == ["cpu"]
 
 
 def test_hybrid_depthwise_stays_on_cpu():
