@@ -145,6 +145,15 @@ def _options_ok(o: dict) -> bool:
 # ----------------------------------------------------------------------- float depthwise kernels
 
 @_inline
+def _interior_columns(OW, W, KW, sw, dw, pl):
+    """(oxa, oxb), oxa <= oxb: the output columns [oxa, oxb) of a row whose windows lie inside the input
+    horizontally (every tap's column in range); the others are at its left and right edges."""
+    oxa = min(OW, (pl + sw - 1) // sw) if pl > 0 else 0
+    last = W - 1 + pl - (KW - 1) * dw                     # column ox is inside while ox * sw <= last
+    return oxa, max(oxa, min(OW, last // sw + 1) if last >= 0 else 0)
+
+
+@_inline
 def _clamp(v, lo, hi):
     # comparisons, not min/max: NaN stays NaN and the select vectorises
     if v < lo:
@@ -226,8 +235,7 @@ def _flat_row(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, KH, KW):
     T = wt.shape[2]
     t = T // C
     iy0 = oy * sh - pt
-    oxa = min(max(pl, 0), OW)                       # interior columns [oxa, oxb): every tap in range
-    oxb = min(OW, W + pl - (KW - 1) * dw)
+    oxa, oxb = _interior_columns(OW, W, KW, 1, dw, pl)
     if iy0 < 0 or iy0 + (KH - 1) * dh >= H or oxb <= oxa:
         _acc_span(x1, wt, bt, y1, n, oy, _ZERO, OW, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi)
         return
@@ -303,9 +311,7 @@ def _pixel_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, KH, KW):
     OW = y.shape[2]
     iy0 = oy * sh - pt
     rows_in = iy0 >= 0 and iy0 + (KH - 1) * dh < H
-    oxa = min(OW, (pl + sw - 1) // sw) if pl > 0 else 0
-    last = W - 1 + pl - (KW - 1) * dw
-    oxb = min(OW, last // sw + 1) if last >= 0 else 0
+    oxa, oxb = _interior_columns(OW, W, KW, sw, dw, pl)
     for ox in range(OW):
         ix0 = ox * sw - pl
         if rows_in and oxa <= ox < oxb:
@@ -321,8 +327,7 @@ def _flat_rows(x, wt, bt, y, n, oy, sh, dh, dw, pt, pl, lo, hi, KH, KW):
     _, H, W, C = x.shape
     _, OH, OW, _ = y.shape
     iy0 = oy * sh - pt
-    oxa = min(max(pl, 0), OW)
-    oxb = min(OW, W + pl - (KW - 1) * dw)
+    oxa, oxb = _interior_columns(OW, W, KW, 1, dw, pl)
     # (sh == dh: the second row's window is the first's moved by one filter row, so LLVM shares the
     # loads of the rows both read; with distinct offsets it left the 5x5 lane loop scalar, 4x slower)
     if sh != dh or oy + 1 >= OH or iy0 < 0 or iy0 + sh + (KH - 1) * dh >= H or oxb <= oxa:
@@ -447,8 +452,7 @@ def _flat_vector_row(x, w, wt, bt, b, y, n, oy, sh, dh, dw, pt, pl, lo, hi, KH, 
     _, H, W, C = x.shape
     OH, OW = y.shape[1], y.shape[2]
     iy0 = oy * sh - pt
-    oxa = min(max(pl, 0), OW)
-    oxb = max(oxa, min(OW, W + pl - (KW - 1) * dw))
+    oxa, oxb = _interior_columns(OW, W, KW, 1, dw, pl)
     x1, y1 = x.reshape(-1), y.reshape(-1)
     if iy0 < 0 or iy0 + (KH - 1) * dh >= H or (oxb - oxa) * C < LANES:
         _acc_span(x1, wt, bt, y1, n, oy, _ZERO, OW, H, W, C, OH, OW, sh, dh, dw, pt, pl, lo, hi)
@@ -499,9 +503,7 @@ def _vector_row(x, w, b, y, n, oy, sh, sw, dh, dw, pt, pl, lo, hi, KH, KW):
     iy0 = oy * sh - pt
     ia = 0 if iy0 >= 0 else min(KH, (-iy0 + dh - 1) // dh)     # first filter row inside the input
     ib = KH if iy0 + (KH - 1) * dh < H else max(0, (H - 1 - iy0) // dh + 1)
-    oxa = min(OW, (pl + sw - 1) // sw) if pl > 0 else 0
-    last = W - 1 + pl - (KW - 1) * dw
-    oxb = max(oxa, min(OW, last // sw + 1) if last >= 0 else 0)
+    oxa, oxb = _interior_columns(OW, W, KW, sw, dw, pl)
     x1, w1, y1 = x.reshape(-1), w.reshape(-1), y.reshape(-1)
     xb = ((n * H + iy0) * W - pl) * C                         # may be negative: offsets stay in range
     yb = (n * y.shape[1] + oy) * OW * C
@@ -987,8 +989,7 @@ def _q_flat_row(x, wt, acc, n, oy, sh, dh, dw, pt, pl, zp, OW, KH, KW):
     x1 = x.reshape(-1)
     t = wt.shape[2] // C
     iy0 = oy * sh - pt
-    oxa = min(max(pl, 0), OW)
-    oxb = min(OW, W + pl - (KW - 1) * dw)
+    oxa, oxb = _interior_columns(OW, W, KW, 1, dw, pl)
     if iy0 < 0 or iy0 + (KH - 1) * dh >= H or oxb <= oxa:
         _q_acc_span(x1, wt, acc, n, oy, _ZERO, OW, H, W, C, sh, dh, dw, pt, pl, zp)
         return
@@ -1007,9 +1008,7 @@ def _q_pixel_row(x, w, acc, n, oy, sh, sw, dh, dw, pt, pl, zp, OW, KH, KW):
     _, H, W, C = x.shape
     iy0 = oy * sh - pt
     rows_in = iy0 >= 0 and iy0 + (KH - 1) * dh < H
-    oxa = min(OW, (pl + sw - 1) // sw) if pl > 0 else 0
-    last = W - 1 + pl - (KW - 1) * dw
-    oxb = min(OW, last // sw + 1) if last >= 0 else 0
+    oxa, oxb = _interior_columns(OW, W, KW, sw, dw, pl)
     xn = x[n]
     for ox in range(OW):
         ix0 = ox * sw - pl
