@@ -372,7 +372,7 @@ class PackedProduct:
             flat, sm, sk = a.T.ravel(), 1, m
         else:
             flat, sm, sk = np.ascontiguousarray(a).ravel(), k, 1
-        chunks = min(threads(), -(-m // _ROWS)) if m * k * n >= self.parallel_min else 1
+        chunks = self._chunks(m, -(-m // _ROWS))
         if self.then is None:
             self._gemm(flat, sm, sk, self.panels, self.bias, self.lo, self.hi, y.ravel(), m, k, n, chunks)
         else:
