@@ -21,7 +21,8 @@ import numpy as np
 
 from onert_py.compiler import compile_model
 from onert_py.compiler.shape_inference import ShapeCache
-from onert_py.errors import InputError, article
+from onert_py.compiler.specialize import Specializations, has_dynamic_shapes, specialize
+from onert_py.errors import InputError, PrepareError, ResourceError, article
 from onert_py.exec.executor import scalar_or_array
 from onert_py.exec.executor_choice import dataflow_options
 from onert_py.exec.budget import requested_max_memory, resolve_max_memory
@@ -117,8 +118,22 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         # one run at a time: a second thread's infer waits (threads.RunLock)
         self._lock = RunLock()
         self._backends, self._op_backend = _loadable(backends), op_backend
-        with thread_limit(self.runtime.options.num_threads):   # the jit backend compiles with them
-            self.executors = compile_model(self.model, self.runtime, self._backends, op_backend)
+        # A model with dynamic shapes (a converter's -1 batch) is compiled per set of input shapes, its
+        # shapes then static (compiler/specialize.py); not with the dataflow executor (built over one
+        # compile) or variable tensors (their state lives in the executors).
+        self._variants: Specializations | None = None
+        self._variant_key: tuple | None = None
+        if self._dataflow is None and has_dynamic_shapes(self.model) and not any(
+                t.is_variable for sg in self.model.subgraphs for t in sg.tensors):
+            self._variants = Specializations(self._compile)
+            # FULL policy, no folded values (none before the first compile), the budget checked
+            self._static_shapes = ShapeCache(self.model, max_entries=8, max_memory=self.runtime.options.max_memory)
+            self._subgraph_index = 0
+            main = self.model.subgraphs[0]
+            self._use_shapes(tuple(tuple(main.tensors[i].shape) if main.tensors[i].has_rank else None
+                                   for i in main.inputs))
+        else:
+            self.executors = self._compile(self.model)
         # onert prepares on the first infer and reports it there; we compile here and report it there.
         self._prepare_ms: float | None = (time.perf_counter() - t0) * 1e3
         self._shapes = ShapeCache(self.model, known=self._folded_values)   # per input-shape signature
@@ -129,6 +144,31 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         self._select(0)
         if signature is not None:
             self.select_signature(signature)
+
+    def _compile(self, model: Model):
+        with thread_limit(self.runtime.options.num_threads):   # the jit backend compiles with them
+            return compile_model(model, self.runtime, self._backends, self._op_backend)
+
+    def _use_shapes(self, shapes: tuple) -> bool:
+        """Make the executors compiled for these input shapes of the selected subgraph current (a
+        model with dynamic shapes only). Returns whether they are the fallback compile (shapes left
+        dynamic: its arenas are planned per run or by _fix_input_dims)."""
+        key = (self._subgraph_index, shapes)
+        if key != self._variant_key:
+            self.executors, model = self._variants.get(key, lambda: self._specialized(key), lambda: self.model)
+            self._variant_key = key
+            self._variant_is_fallback = model is self.model
+        return self._variant_is_fallback
+
+    def _specialized(self, key: tuple) -> Model | None:
+        k, shapes = key
+        if any(s is None or any(d < 0 for d in s) for s in shapes):
+            return None
+        try:
+            result = self._static_shapes.infer(k, shapes)
+        except (PrepareError, ResourceError):
+            return None   # the fallback's kernels meet these shapes and name the problem as they run
+        return specialize(self.model, [result])
 
     def _select(self, subgraph_index: int) -> None:
         self._subgraph_index = subgraph_index
@@ -243,7 +283,9 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         """Make `dims` (None = as declared) the inputs' dims: shapes an op cannot take fail in shape
         inference, naming it; the arenas are planned for the new shapes (kept per shapes)."""
         with self._lock:   # not while another thread's run uses the arenas
-            self.executors.plan_memory(self._infer_shapes(dims))
+            result = self._infer_shapes(dims)
+            if self._variants is None or self._use_shapes(tuple(result.input_shapes)):
+                self.executors.plan_memory(result)
             self._input_dims = dims
             self._shown_inputs = [list(d) if d is not None else _info(self._subgraph.tensors[t]).dims
                                   for d, t in zip(dims, self._subgraph.inputs)]
@@ -280,6 +322,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         return (outputs, metrics) if measure else outputs
 
     def _execute(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        if self._variants is not None:
+            self._use_shapes(tuple(a.shape for a in arrays))
         self.runtime.start_run()
         # inf/NaN results are values, as in LiteRT, not warnings
         with np.errstate(all="ignore"), thread_limit(self.runtime.options.num_threads,
@@ -425,8 +469,9 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         """Variables back to their initial values; CALL_ONCE initialisers run again on the next infer."""
         with self._lock:
             self.runtime.reset_variables()
-            for ex in self.executors:
-                ex.reset_variables()
+            for executors in self._variants.all_executors() if self._variants else [self.executors]:
+                for ex in executors:
+                    ex.reset_variables()
 
     def _prepare_inputs(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         sg = self._subgraph

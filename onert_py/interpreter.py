@@ -38,7 +38,6 @@ SignatureRunner calls, which are atomic. tensor() views bypass the lock.
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 import operator
 import sys
@@ -51,6 +50,7 @@ from onert_py import custom_ops
 from onert_py.compiler import compile_model
 from onert_py.exec.threads import RunLock, thread_limit
 from onert_py.compiler.shape_inference import LITERT, ShapeCache
+from onert_py.compiler.specialize import Specializations, has_dynamic_shapes, relaxed_model, specialize
 from onert_py.errors import ExecutionError, OnertPyError, PrepareError, ResourceRuntimeError, UnsupportedOpError
 from onert_py.exec.budget import requested_max_memory, resolve_max_memory
 from onert_py.exec.executor_choice import dataflow_options
@@ -241,7 +241,17 @@ class Interpreter:
         self._executors = None           # compiled lazily by allocate_tensors, like LiteRT's prepare
         self._replan = None              # shape-inference result the arenas are re-planned for
         self._shape_cache = ShapeCache(self._model, LITERT)   # propagated shapes per input shapes
-        self._relaxed = False            # compiled with every activation dynamic (after a resize)
+        self._relaxed = False            # compiled after a resize past the shape signatures
+        # Compiled per set of input shapes when the model has dynamic shapes or inputs are resized
+        # (compiler/specialize.py): the key of the current set (None: the model as it is)
+        self._dynamic = has_dynamic_shapes(self._model)
+        self._variants = Specializations(lambda m: compile_model(m, self._runtime, self._backends,
+                                                                 self._op_backend))
+        # FULL policy (the shapes kernels meet) for specializing, the budget checked
+        self._static_shapes = ShapeCache(self._model, max_entries=8, max_memory=self._runtime.options.max_memory)
+        self._compiled_key: tuple | None = None
+        self._as_is = None               # the executors compiled from the model as it is (key None)
+        self._specialized_now = False
         self._states: dict[int, _SubgraphState] = {}
         self._orphans: list[_Buffer] = []
         self._shapes_stale = False
@@ -306,20 +316,44 @@ class Interpreter:
         return False
 
     def _compile(self) -> None:
+        """Compile for the current input shapes. A static model not resized is compiled once, as it
+        is; otherwise (resized inputs, dynamic shapes) per set of the entries' input shapes, with the
+        shapes they give made static (compiler/specialize.py), as LiteRT prepares every op again."""
         relax = self._needs_relaxed()
-        if self._executors is not None and (self._relaxed or not relax):
+        key = None if not relax and not self._dynamic else tuple(sorted(
+            (j, st.prepared_for) for j, st in self._states.items() if st.prepared_for is not None))
+        if self._executors is not None and key == self._compiled_key:
             return
-        model = _relaxed_model(self._model) if relax else self._model
         try:
             with thread_limit(self._runtime.options.num_threads):
-                self._executors = compile_model(model, self._runtime, self._backends, self._op_backend)
-            self._compiled_model = model
-            self._close_dataflow()   # they ran the executors just replaced
+                if key is None:
+                    if self._as_is is None:
+                        self._as_is = compile_model(self._model, self._runtime, self._backends, self._op_backend)
+                    executors, model = self._as_is, self._model
+                else:
+                    executors, model = self._variants.get(
+                        key, lambda: self._specialized(key, relax), lambda: relaxed_model(self._model))
         except (UnsupportedOpError, PrepareError) as e:
             raise ExecutionError(f"failed to prepare the model: {e}") from e
         except MemoryError as e:   # a RuntimeError as LiteRT's failures, a ResourceError as ours
             raise ResourceRuntimeError(f"failed to prepare the model: {e}") from e
+        if self._executors is not None:   # a set compiled before: its variable tensors start afresh
+            for ex in executors:
+                ex.reset_variables()
+        self._executors, self._compiled_model, self._compiled_key = executors, model, key
+        self._close_dataflow()   # they ran the executors just replaced
         self._relaxed = relax
+        self._specialized_now = key is not None and model is not self._variants.fallback_model
+
+    def _specialized(self, key: tuple, relax: bool) -> Model | None:
+        """The model specialized for the entries' input shapes in `key` (FULL shape inference: the
+        shapes the kernels will meet), from the relaxed model when inputs were resized past their
+        signatures; None when some shape is not known."""
+        try:
+            results = [self._static_shapes.infer(j, shapes) for j, shapes in key]
+        except PrepareError:
+            return None
+        return specialize(relaxed_model(self._model) if relax else self._model, results)
 
     # ------------------------------------------------------------------ LiteRT API
     def allocate_tensors(self) -> None:
@@ -332,6 +366,8 @@ class Interpreter:
             self._refresh_shapes()   # the last run's shapes are the "previous" shapes kept past a dynamic op
         self._propagate_shapes(k)
         self._compile()
+        if self._specialized_now:
+            self._replan = None   # compiled for these shapes: its arenas are planned for them
         if self._replan is not None:   # inputs resized: arenas for the new shapes (kept per shapes)
             try:
                 self._executors.plan_memory(self._replan)
@@ -773,17 +809,6 @@ class SignatureRunner:
 
 
 # ---------------------------------------------------------------------------------------------------
-
-
-def _relaxed_model(model: Model) -> Model:
-    """The model with every computed tensor marked dynamic, for inputs resized beyond their shape
-    signature: kernels then size their outputs at run time instead of trusting declared shapes."""
-    subgraphs = []
-    for sg in model.subgraphs:
-        tensors = [t if t.data is not None else
-                   dataclasses.replace(t, shape_signature=tuple(-1 for _ in t.shape)) for t in sg.tensors]
-        subgraphs.append(dataclasses.replace(sg, tensors=tensors))
-    return dataclasses.replace(model, subgraphs=subgraphs)
 
 
 def _sparsity(sp: dict[str, Any] | None) -> dict[str, Any]:

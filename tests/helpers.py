@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import onert_py
+from onert_py.compiler import compile_model
 from onert_py.compiler.shape_inference import infer_shapes
 from onert_py.schema.writer import ModelBuilder
 
@@ -70,10 +71,20 @@ JIT_AVAILABLE = _jit_available()
 def _all_cpu(data: bytes) -> bool:
     """No op of the model goes to the jit backend (so a second run on cpu would repeat the first)."""
     from onert_py.compiler.compile import assign_backend, backend_names, quantized_type
+    from onert_py.compiler.specialize import has_dynamic_shapes
     model = onert_py.load_model(data)
+    if has_dynamic_shapes(model):
+        return False   # compiled for the shapes it runs with, where the jit may take its ops
     names = backend_names("jit;cpu")
     return all(getattr(assign_backend(op, names, quantized_type(op, sg), sg), "name", None) != "jit"
                for sg in model.subgraphs for op in sg.operations)
+
+
+def declared_backends(model: bytes | ModelBuilder, backends: str = "jit;cpu") -> list[str]:
+    """The backend of each op of subgraph 0 compiled as declared, its dynamic shapes left dynamic
+    (sessions and the Interpreter compile such a model again for the shapes it runs with)."""
+    data = model.to_bytes("tflite") if isinstance(model, ModelBuilder) else model
+    return compile_model(onert_py.load_model(data), backends=backends)[0].backend_names
 
 
 def cross_backend_check(jit_outputs: Sequence[np.ndarray], cpu_outputs: Sequence[np.ndarray]) -> None:

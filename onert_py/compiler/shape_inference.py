@@ -116,6 +116,9 @@ class ShapeResult:
     subgraph_index: int
     input_shapes: tuple
     subgraphs: dict[int, SubgraphShapes]
+    # subgraphs inferred with more than one set of input shapes (called from two sites, a WHILE body
+    # whose loop values change shape): their shapes here are only the last call's
+    varied: frozenset = frozenset()
 
     @property
     def main(self) -> SubgraphShapes:
@@ -139,12 +142,14 @@ class _Engine:
         self.known = known if (known is not None and policy.use_known) else {}
         self.memo: dict[tuple, SubgraphShapes] = {}
         self.visited: dict[int, SubgraphShapes] = {}
+        self.called_with: dict[int, set[tuple]] = {}   # subgraph -> the input shapes it was inferred for
         self.active: set[tuple] = set()
         self.current_out: list = []
         self.orders: dict[int, list[Operation]] = {}
 
     def subgraph(self, k: int, shapes: Sequence[Shape | None]) -> SubgraphShapes:
         key = (k, tuple(shapes))
+        self.called_with.setdefault(k, set()).add(key[1])
         result = self.memo.get(key)
         if result is None:
             if key in self.active:
@@ -309,7 +314,8 @@ def infer_shapes(model: Model, subgraph_index: int = 0,
     shapes = _check_inputs(model, subgraph_index, input_shapes)
     engine = _Engine(model, policy, known, max_memory)
     engine.subgraph(subgraph_index, shapes)
-    return ShapeResult(subgraph_index, shapes, dict(engine.visited))
+    varied = frozenset(k for k, calls in engine.called_with.items() if len(calls) > 1)
+    return ShapeResult(subgraph_index, shapes, dict(engine.visited), varied)
 
 
 class ShapeCache:

@@ -27,6 +27,7 @@ import pytest
 import onert_py
 from helpers import corpus_model_bytes
 from onert_py.compiler import unsupported_ops
+from onert_py.compiler.specialize import relaxed_model
 
 CORPUS = Path(__file__).parent / "corpus"
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
@@ -192,3 +193,20 @@ def test_corpus_model_resized_interpreter(name):
         it.invoke()
         got = [it.get_tensor(d["index"]) for d in it.get_output_details()]
         _compare(got, expected, rtol, atol, f"{name} (Interpreter) input set {r % len(runs)}")
+
+
+@pytest.mark.parametrize("name", [n for n in MODELS if not _missing_kernels(n)])
+def test_corpus_model_with_every_shape_dynamic(name):
+    """Every model with all its activations (inputs too) declared dynamic, as a converter that knows no
+    shape would write it: the session compiles it for the shapes it runs with (compiler/specialize.py),
+    trusting shape inference where the declared shapes said nothing. The stored references must hold
+    for every input set."""
+    entry = ENTRIES[name]
+    rtol, atol = entry.get("rtol", DEFAULT_RTOL), entry.get("atol", DEFAULT_ATOL)
+    runs, _ = _load_runs(name)
+    model = relaxed_model(onert_py.load_model(str(CORPUS / f"{name}.tflite")))
+    sess = onert_py.infer.session(model)
+    for r, (inputs, expected) in enumerate(runs):
+        if r and _has_variable_tensors(name):
+            break   # their state carries over from the first set (see test_corpus_model)
+        _compare(sess.infer(inputs), expected, rtol, atol, f"{name} (every shape dynamic) input set {r}")

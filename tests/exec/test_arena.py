@@ -540,7 +540,8 @@ def test_fully_connected_chain_is_planned_and_matches_litert(rows):
 
 def test_resize_replans_the_arena_for_builtin_kernels():
     """A dynamic-batch model: after update_inputs_tensorinfo (session) or resize_tensor_input +
-    allocate_tensors (Interpreter) the arena holds the new shapes, and results stay right."""
+    allocate_tensors (Interpreter) the arena holds the new shapes, and results stay right. (`a` has two
+    readers, so that no fused chain takes it out of the arena.)"""
     mb = ModelBuilder()
     sg = mb.subgraph("main")
     x = sg.tensor("x", [-1, 64], np.float32)
@@ -548,8 +549,12 @@ def test_resize_replans_the_arena_for_builtin_kernels():
     sg.op("EXP", [x], [a])
     b = sg.tensor("b", [-1, 64], np.float32)
     sg.op("ABS", [a], [b])
+    c = sg.tensor("c", [-1, 64], np.float32)
+    sg.op("NEG", [a], [c])
+    d = sg.tensor("d", [-1, 64], np.float32)
+    sg.op("MAXIMUM", [b, c], [d])
     out = sg.tensor("out", [-1, 64], np.float32)
-    sg.op("SQRT", [b], [out])
+    sg.op("SQRT", [d], [out])
     sg.inputs, sg.outputs = [x], [out]
     model = mb.to_bytes("tflite")
     want = lambda v: np.sqrt(np.abs(np.exp(v)))  # noqa: E731

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("numba")
 
 import onert_py  # noqa: E402
-from helpers import (assert_close, assert_matches_litert, check_builtin, rng, run_interpreter,  # noqa: E402
-                     run_litert, run_litert_builtin, run_onert, single_op_model)
+from helpers import (assert_close, assert_matches_litert, check_builtin, declared_backends, rng,  # noqa: E402
+                     run_interpreter, run_litert, run_litert_builtin, run_onert, single_op_model)
 from onert_py.backends.cpu.conv import conv_output_size  # noqa: E402
 from onert_py.backends.jit._gemm import gemm_wins  # noqa: E402
 from onert_py.backends.jit.conv import _windows_win  # noqa: E402
@@ -170,7 +170,8 @@ def test_depthwise_split_over_threads(monkeypatch, layout):
 
 
 def test_depthwise_float_declines():
-    # cpu keeps: float16, the 1x1 stride-1 scale (its x * w + b is faster), dynamic shapes
+    # cpu keeps: float16, the 1x1 stride-1 scale (its x * w + b is faster), dynamic shapes (as declared;
+    # a session compiles them again for the shapes they run with)
     assert _backend(_dw([1, 6, 6, 4], (3, 3), dtype=np.float16)[0]) == "cpu"
     assert _backend(_dw([1, 8, 8, 16], (1, 1))[0]) == "cpu"
     g = rng(1)
@@ -180,7 +181,7 @@ def test_depthwise_float_declines():
                           [("o", [1, -1, -1, 3], np.float32)], padding=SAME, stride_h=1, stride_w=1,
                           dilation_h_factor=1, dilation_w_factor=1, depth_multiplier=1,
                           fused_activation_function=0)
-    assert _backend(dyn) == "cpu"
+    assert declared_backends(dyn) == ["cpu"]
     # the jit kernel can be asked for (op_backend) and agrees with LiteRT there too
     mb, x = _dw([1, 8, 8, 16], (1, 1), stride=(2, 2))
     assert _backend(mb) == "jit"
@@ -188,18 +189,20 @@ def test_depthwise_float_declines():
 
 
 @pytest.mark.parametrize("c,stride", [(16, (1, 1)), (24, (2, 2)), (8, (1, 1))])
-def test_depthwise_resized_input_takes_the_cpu_kernel(c, stride):
-    # resizing an Interpreter's input recompiles the model with that input dynamic, and the jit kernels
-    # take static shapes only: the op moves to the cpu kernel, with LiteRT's values (the vector layouts'
-    # other shapes are DW_VECTOR's models)
+def test_depthwise_resized_input_is_compiled_for_its_shapes(c, stride):
+    # resizing an Interpreter's input compiles the model again for the new shapes (as LiteRT prepares its
+    # ops again), so the jit kernel keeps the op, with LiteRT's values; back to a shape seen before, the
+    # executors compiled for it serve again (the vector layouts' other shapes are DW_VECTOR's models)
     mb, x = _dw([1, 6, 9, c], (3, 3), stride=stride, act=RELU6, seed=c)
     it = onert_py.Interpreter(model_content=mb.to_bytes("tflite"), backends="jit;cpu")
     assert_close(run_interpreter(it, [x * 3]), run_litert(mb, [x * 3]), atol=ATOL)
     assert it._executors[0].backend_names == ["jit"]
-    for shape in ((1, 11, 37, c), (2, 4, 5, c)):
+    compiled = {}
+    for shape in ((1, 11, 37, c), (2, 4, 5, c), (1, 11, 37, c)):
         x = rng(sum(shape)).normal(size=shape).astype(np.float32) * 3
         assert_close(run_interpreter(it, [x]), run_litert(mb, [x]), atol=ATOL)
-        assert it._executors[0].backend_names == ["cpu"]
+        assert it._executors[0].backend_names == ["jit"]
+        assert compiled.setdefault(shape, it._executors) is it._executors
 
 
 def test_hybrid_depthwise_stays_on_cpu():

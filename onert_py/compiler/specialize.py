@@ -1,0 +1,103 @@
+"""Compiling a model with dynamic shapes for the input shapes it is run with.
+
+Converters mark the batch dimension dynamic (`from_keras_model` writes shape_signature [-1, H, W, C]
+and -1 down the graph), and `resize_tensor_input` makes every activation's declared shape stale.
+Kernels that need static shapes (the jit backend's: packed panels, unrolled taps, planned slots) would
+then turn such ops down. onert and LiteRT prepare every op again for the shapes an input was resized
+to; we compile again: `specialize` gives the model with each shape that shape inference resolves for
+one set of input shapes made static, and `Specializations` keeps the executors compiled per set.
+
+Only what inference proves is made static: a tensor whose shape depends on input values stays
+dynamic, and so does every tensor of a subgraph inferred with more than one set of shapes (called
+from two sites, or a WHILE body whose loop values change shape), whose result is only its last call's.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Hashable, Iterable
+
+from onert_py.compiler.shape_inference import ShapeResult
+from onert_py.errors import PrepareError
+from onert_py.ir import Model
+
+__all__ = ["has_dynamic_shapes", "specialize", "relaxed_model", "Specializations"]
+
+
+def has_dynamic_shapes(model: Model) -> bool:
+    """Whether some computed tensor's shape is dynamic (-1 in its signature, or no rank)."""
+    return any(t.data is None and (t.is_dynamic or not t.has_rank)
+               for sg in model.subgraphs for t in sg.tensors)
+
+
+def relaxed_model(model: Model) -> Model:
+    """The model with every computed tensor marked dynamic, for inputs resized beyond their shape
+    signature: kernels then size their outputs at run time instead of trusting declared shapes."""
+    subgraphs = []
+    for sg in model.subgraphs:
+        tensors = [t if t.data is not None else
+                   dataclasses.replace(t, shape_signature=tuple(-1 for _ in t.shape)) for t in sg.tensors]
+        subgraphs.append(dataclasses.replace(sg, tensors=tensors))
+    return dataclasses.replace(model, subgraphs=subgraphs)
+
+
+def specialize(model: Model, results: Iterable[ShapeResult]) -> Model:
+    """`model` with the static shapes of `results` (one per entry subgraph run, from the FULL policy:
+    the shapes the kernels will meet) as declared static shapes. A subgraph that two results infer
+    differently, or that one result inferred for several input shapes, is left as it is."""
+    resolved: dict[int, dict | None] = {}
+    for result in results:
+        for k, sub in result.subgraphs.items():
+            shapes = None if k in result.varied else sub.resolved
+            resolved[k] = shapes if resolved.get(k, shapes) == shapes else None
+    subgraphs = list(model.subgraphs)
+    for k, shapes in resolved.items():
+        if not shapes:
+            continue
+        sg = subgraphs[k]
+        tensors = list(sg.tensors)
+        for i, shape in shapes.items():
+            t = tensors[i]
+            if t.data is None and not t.is_variable and (t.is_dynamic or not t.has_rank or t.shape != shape):
+                tensors[i] = dataclasses.replace(t, shape=tuple(shape), shape_signature=None, has_rank=True)
+        subgraphs[k] = dataclasses.replace(sg, tensors=tensors)
+    return dataclasses.replace(model, subgraphs=subgraphs)
+
+
+class Specializations:
+    """Executors compiled per key (a set of input shapes), at most `limit` of them; past that, every
+    new key shares one `fallback` compile (shapes left dynamic), so a caller feeding ever new shapes
+    pays one compile more, not one per shape, and holds at most limit + 1 compiled copies."""
+
+    def __init__(self, compile_model: Callable[[Model], object], limit: int = 4):
+        self._compile = compile_model
+        self.limit = limit
+        self._compiled: dict[Hashable, tuple[object, Model]] = {}
+        self._fallback: tuple[object, Model] | None = None
+
+    def get(self, key: Hashable, specialized: Callable[[], Model | None],
+            fallback: Callable[[], Model]) -> tuple[object, Model]:
+        """(executors, the model they were compiled from) for `key`. `specialized()` gives the model
+        to compile for it (None when its shapes cannot be inferred: the fallback then serves it)."""
+        entry = self._compiled.get(key)
+        if entry is not None:
+            return entry
+        model = specialized() if len(self._compiled) < self.limit else None
+        if model is not None:
+            try:
+                entry = self._compiled[key] = (self._compile(model), model)
+                return entry
+            except PrepareError:   # a kernel refused these shapes: the fallback's meets them when it runs
+                pass
+        if self._fallback is None:
+            model = fallback()
+            self._fallback = (self._compile(model), model)
+        return self._fallback
+
+    @property
+    def fallback_model(self) -> Model | None:
+        return self._fallback[1] if self._fallback else None
+
+    def all_executors(self) -> list:
+        """Every compiled set of executors (for resetting their state)."""
+        entries = list(self._compiled.values()) + ([self._fallback] if self._fallback else [])
+        return [executors for executors, _ in entries]
