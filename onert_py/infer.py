@@ -21,7 +21,7 @@ import numpy as np
 
 from onert_py.compiler import compile_model
 from onert_py.compiler.shape_inference import ShapeCache
-from onert_py.compiler.specialize import Specializations, has_dynamic_shapes, specialize
+from onert_py.compiler.specialize import Specializations, declared_input_shapes, has_dynamic_shapes, specialize
 from onert_py.errors import InputError, PrepareError, ResourceError, article
 from onert_py.exec.executor import scalar_or_array
 from onert_py.exec.executor_choice import dataflow_options
@@ -129,9 +129,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
             # FULL policy, no folded values (none before the first compile), the budget checked
             self._static_shapes = ShapeCache(self.model, max_entries=8, max_memory=self.runtime.options.max_memory)
             self._subgraph_index = 0
-            main = self.model.subgraphs[0]
-            self._use_shapes(tuple(tuple(main.tensors[i].shape) if main.tensors[i].has_rank else None
-                                   for i in main.inputs))
+            self._use_shapes(declared_input_shapes(self.model))
         else:
             self.executors = self._compile(self.model)
         # onert prepares on the first infer and reports it there; we compile here and report it there.

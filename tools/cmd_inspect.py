@@ -16,6 +16,7 @@ import numpy as np
 from onert_py.backends.cpu.shape import type_name
 from onert_py.backends.registry import CPU, JIT, Backend, KernelContext
 from onert_py.compiler.compile import assign_backend, quantized_type
+from onert_py.compiler.specialize import declared_input_shapes, has_dynamic_shapes, specialize_declared
 from onert_py.errors import PrepareError
 from onert_py.exec.runtime import RuntimeState
 from onert_py.ir import Model, Operation, Subgraph, Tensor
@@ -155,6 +156,7 @@ def assign_backends(model: Model, choice: BackendChoice) -> Assignment:
     ops without a kernel. An op --op-backend forces onto a backend that cannot run it is the same
     one-line error as in `run`."""
     out: Assignment = {}
+    model = specialize_declared(model)   # a model with dynamic shapes: as a session first compiles it
     for sg in model.subgraphs:
         for op in sg.operations:
             qtype = quantized_type(op, sg)
@@ -229,6 +231,8 @@ def describe(model: Model, choice: BackendChoice, assigned: Assignment) -> dict[
             "subgraphs": subgraphs, "signatures": signatures,
             "call_graph": calls, "backend_order": list(choice.names), "backends_from": _backends_from(choice),
             "op_backend": choice.forced, "unsupported_ops": unsupported,
+            "compiled_for": (declared_input_shapes(model) if model.subgraphs and has_dynamic_shapes(model)
+                             and specialize_declared(model) is not model else None),
             "constants": {"tensors": len(consts), "bytes": int(sum(t.data.nbytes for t in consts))}}
 
 
@@ -267,6 +271,9 @@ def render(info: dict[str, Any], path: str) -> str:
     if info["op_backend"]:
         where += "; op backend " + ", ".join(f"{k}={v}" for k, v in info["op_backend"].items())
     lines.append(f"backends: {';'.join(info['backend_order'])} ({where})")
+    if info["compiled_for"] is not None:
+        lines.append("  dynamic shapes: ops placed as compiled for subgraph 0's declared input shapes "
+                     f"{', '.join(str(list(s)) for s in info['compiled_for'])} (other shapes compile again)")
     lines.append(f"subgraphs: {len(info['subgraphs'])}")
     for sg in info["subgraphs"]:
         lines.append(f"  [{sg['index']}] {sg['name'] or '-'}: {sg['tensors']} tensors, {sg['ops']} ops")

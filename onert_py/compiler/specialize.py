@@ -16,17 +16,37 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Hashable, Iterable
 
-from onert_py.compiler.shape_inference import ShapeResult
-from onert_py.errors import PrepareError
+from onert_py.compiler.shape_inference import ShapeResult, infer_shapes
+from onert_py.errors import OnertPyError, PrepareError
 from onert_py.ir import Model
 
-__all__ = ["has_dynamic_shapes", "specialize", "relaxed_model", "Specializations"]
+__all__ = ["has_dynamic_shapes", "declared_input_shapes", "specialize", "specialize_declared", "relaxed_model",
+           "Specializations"]
 
 
 def has_dynamic_shapes(model: Model) -> bool:
     """Whether some computed tensor's shape is dynamic (-1 in its signature, or no rank)."""
     return any(t.data is None and (t.is_dynamic or not t.has_rank)
                for sg in model.subgraphs for t in sg.tensors)
+
+
+def declared_input_shapes(model: Model, k: int = 0) -> tuple:
+    """Subgraph k's input shapes as declared (a converter writes 1 for an unknown batch; None for an
+    input of unknown rank): what a session compiles for when it is created."""
+    sg = model.subgraphs[k]
+    return tuple(tuple(sg.tensors[i].shape) if sg.tensors[i].has_rank else None for i in sg.inputs)
+
+
+def specialize_declared(model: Model) -> Model:
+    """The model as a session first compiles it: specialized for subgraph 0's declared input shapes
+    when it has dynamic shapes (the model itself when it has none, or they cannot be inferred)."""
+    shapes = declared_input_shapes(model) if model.subgraphs and has_dynamic_shapes(model) else None
+    if shapes is None or any(s is None for s in shapes):
+        return model
+    try:
+        return specialize(model, [infer_shapes(model, 0, shapes)])
+    except OnertPyError:
+        return model
 
 
 def relaxed_model(model: Model) -> Model:

@@ -759,6 +759,14 @@ def _efficientnet_blocks():
     return _efficientnet("efficientnet_blocks")
 
 
+@program("efficientnet_blocks_dynamic_batch", "Realistic: the efficientnet_blocks network with an unknown "
+                                              "batch size, as from_keras_model writes it (shape signature "
+                                              "[-1, 48, 48, 3] and -1 down the graph); run with batch 3 "
+                                              "and batch 1.")
+def _efficientnet_blocks_dynamic_batch():
+    return _efficientnet("efficientnet_blocks_dynamic_batch", batch_sizes=(3, 1))
+
+
 @program("efficientnet_blocks_fp16", f"Realistic: {_EFFICIENTNET}; converted with float16 weights "
                                      "(Optimize.DEFAULT, supported_types [float16]), so every weight "
                                      "reaches its op through a DEQUANTIZE (TensorFlow, running the "
@@ -768,7 +776,8 @@ def _efficientnet_blocks_fp16():
     return _efficientnet("efficientnet_blocks")
 
 
-def _efficientnet(name: str):
+def _efficientnet(name: str, batch_sizes: tuple[int, ...] = (2,)):
+    """batch_sizes: one = that batch declared; several = the batch left unknown and one feed per size."""
     keras = _keras()
     L = keras.layers
     keras.utils.set_random_seed(_seed(name))
@@ -792,7 +801,7 @@ def _efficientnet(name: str):
             x = L.Add()([x, inp])
         return x
 
-    image = keras.Input((48, 48, 3), batch_size=2, name="image")
+    image = keras.Input((48, 48, 3), batch_size=batch_sizes[0] if len(batch_sizes) == 1 else None, name="image")
     x = L.Normalization(mean=[0.485, 0.456, 0.406], variance=[0.229 ** 2, 0.224 ** 2, 0.225 ** 2])(image)
     x = L.Conv2D(16, 3, strides=2, padding="same", use_bias=False)(x)
     x = L.BatchNormalization()(x)
@@ -811,7 +820,8 @@ def _efficientnet(name: str):
     model = keras.Model(image, probs)
     r = rng_for(name)
     _realistic_weights(model, name, _smooth_images(r, (8, 48, 48, 3), 0.0, 1.0))
-    return model, {"image": _smooth_images(r, (2, 48, 48, 3), 0.0, 1.0)}
+    feeds = [{"image": _smooth_images(r, (b, 48, 48, 3), 0.0, 1.0)} for b in batch_sizes]
+    return model, feeds if len(feeds) > 1 else feeds[0]
 
 
 @program("unet_tiny", "Realistic: tiny U-Net segmenter on a 32x32 image in [0, 1]: two encoder stages "
