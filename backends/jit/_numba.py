@@ -6,24 +6,12 @@ from typing import Callable
 
 import numba
 
+from onert_py.exec.threads import numba_threads
+
 prange = numba.prange
 
 
-_thread_count: list[Callable[[], int]] = []
-
-
-def threads() -> int:
-    """numba's thread count for the calling thread (numba.get_num_threads), read straight from its
-    threading layer: get_num_threads takes two locks per call (0.8 us; the 90 ops of iris_landmark
-    paid 70 us per run for it, 5 % of the run at 2 threads), the layer's own getter costs 0.17 us.
-    Looked up on the first call (which starts the layer, as the first parallel kernel would); numba's
-    public function stays the fallback should a release move the getter."""
-    if not _thread_count:
-        count = numba.get_num_threads()
-        from numba.np.ufunc import parallel
-        getter = getattr(parallel, "_get_num_threads", None)
-        _thread_count.append(getter if callable(getter) and getter() == count else numba.get_num_threads)
-    return _thread_count[0]()
+threads = numba_threads   # numba's thread count, from its threading layer's own getter (exec/threads.py)
 
 
 def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool | set = False):

@@ -145,3 +145,20 @@ def test_blas_gets_one_thread_while_jit_kernels_have_the_pool(no_env, backends, 
     blas, jit = seen[-1]
     assert set(blas) == {blas_threads}
     assert jit == min(2, numba.config.NUMBA_NUM_THREADS)
+
+
+def test_numba_thread_count_set_for_a_run_and_put_back():
+    """thread_limit sets numba's count through its threading layer only when it differs, and puts the
+    caller's count back (also when the caller had set one of its own)."""
+    numba = pytest.importorskip("numba")
+    from onert_py.exec.threads import numba_threads, thread_limit
+    outer, most = numba.get_num_threads(), numba.config.NUMBA_NUM_THREADS
+    try:
+        for start in {outer, 1}:
+            numba.set_num_threads(start)
+            for n, inside in ((1, 1), (None, 1), (most, most), (most + 5, most)):
+                with thread_limit(n):
+                    assert numba.get_num_threads() == inside == numba_threads()
+                assert numba.get_num_threads() == start == numba_threads()
+    finally:
+        numba.set_num_threads(outer)

@@ -161,7 +161,7 @@ def test_two_threads(q_w):
 
 def test_declined_to_cpu():
     """What the jit kernel does not take goes to cpu: run-time weights, uint8 and int16 FCs, a float
-    (hybrid) FC with int8 weights, shuffled weights; what LiteRT refuses, cpu refuses with its message."""
+    (hybrid) FC with int8 weights, shuffled weights, a tiny float FC; what LiteRT refuses, cpu refuses with its message."""
     r = rng(11)
     w = _int8(r, (3, 6))
     mb = single_op_model("FULLY_CONNECTED", [("x", [4, 6], np.int8, (0.5, -3)), ("w", [3, 6], np.int8, (0.25, 2))],
@@ -178,6 +178,11 @@ def test_declined_to_cpu():
     mb = single_op_model("FULLY_CONNECTED", [("x", [2, 6], np.float32), ("const", w, (0.5, 0))],
                          [("y", [2, 3], np.float32)])
     assert _backend(mb) == "cpu"
+    wf = r.normal(size=(5, 6)).astype(np.float32)
+    for rows, backend in ((3, "cpu"), (18, "jit")):   # a float FC of fewer than 512 multiply-adds: cpu
+        mb = single_op_model("FULLY_CONNECTED", [("x", [rows, 6], np.float32), ("const", wf)],
+                             [("y", [rows, 5], np.float32)])
+        assert _backend(mb) == backend, rows
     mb = _model((2, 6), w, (0.5, 0), (0.5, 0), (1.0, 0), np.ones(3, np.int32), act=TANH)
     with pytest.raises(PrepareError, match="fused activation 4"):
         run_onert(mb, [_int8(r, (2, 6))])
