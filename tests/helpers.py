@@ -435,6 +435,21 @@ def corpus_model_bytes(corpus: "os.PathLike | str", name: str, fmt: str) -> byte
     return data
 
 
+def corpus_runs(corpus: "os.PathLike | str", name: str) -> tuple[list, str]:
+    """([(inputs, outputs) per stored input set], source) of a corpus model: models with a dynamic
+    shape signature store further input sets (other batch sizes / sequence lengths) as
+    run<n>_in_k / run<n>_out_k."""
+    from pathlib import Path
+    with np.load(Path(corpus) / f"{name}.npz", allow_pickle=False) as z:
+        def arrays(prefix):
+            return [z[f"{prefix}{k}"] for k in range(sum(f.startswith(prefix) for f in z.files))]
+        runs = [(arrays("in_"), arrays("out_"))]
+        while f"run{len(runs)}_in_0" in z.files:
+            runs.append((arrays(f"run{len(runs)}_in_"), arrays(f"run{len(runs)}_out_")))
+        source = str(z["source"])
+    return runs, source
+
+
 def fill_doubling_loop(cond, body, limit: int, x_shape: Sequence[int]) -> None:
     """The cond (i < limit) and body (i += 1, x = x + x) of a two-value WHILE over (i: int32 [], x:
     float32 x_shape), as the CLI tests use it."""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import JIT_AVAILABLE, cli, litert_interpreter
+from helpers import JIT_AVAILABLE, cli, corpus_runs, litert_interpreter
 from onert_py.compiler.shape_inference import infer_shapes
 from onert_py.compiler.specialize import Specializations, relaxed_model, specialize, specialize_declared
 from onert_py.schema.writer import ModelBuilder
@@ -157,11 +157,6 @@ def test_interpreter_resize_resets_variable_tensors_as_litert():
     np.testing.assert_array_equal(runs[0][3], [[11, 21, 31]])   # the last resize changed nothing
 
 
-def _stored_runs(name: str):
-    with np.load(CORPUS / f"{name}.npz") as z:
-        return [([z["in_0"]], [z["out_0"]]), ([z["run1_in_0"]], [z["run1_out_0"]])]
-
-
 def test_converter_made_dynamic_batch_runs_on_the_jit():
     """efficientnet_blocks_dynamic_batch (from_keras_model: shape signature [-1, 48, 48, 3]) through
     the session and the Interpreter at batch 3 and 1: the stored LiteRT references hold and, with numba,
@@ -170,7 +165,9 @@ def test_converter_made_dynamic_batch_runs_on_the_jit():
     data = (CORPUS / f"{name}.tflite").read_bytes()
     sess = onert_py.infer.session(data)
     it = onert_py.Interpreter(model_content=data)
-    for inputs, expected in _stored_runs(name):
+    runs, _ = corpus_runs(CORPUS, name)
+    assert [x[0].shape[0] for x, _ in runs] == [3, 1]
+    for inputs, expected in runs:
         np.testing.assert_allclose(sess.infer(inputs)[0], expected[0], rtol=1e-5, atol=1e-5)
         it.resize_tensor_input(0, list(inputs[0].shape), strict=True)
         it.allocate_tensors()

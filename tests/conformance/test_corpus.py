@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import corpus_model_bytes
+from helpers import corpus_model_bytes, corpus_runs
 from onert_py.compiler import unsupported_ops
 from onert_py.compiler.specialize import relaxed_model
 
@@ -90,16 +90,8 @@ def _load(name: str):
 
 
 def _load_runs(name: str):
-    """([(inputs, outputs) per stored input set], source): models with a dynamic shape signature
-    store further input sets (other batch sizes / sequence lengths) as run<n>_in_k / run<n>_out_k."""
-    with np.load(CORPUS / f"{name}.npz", allow_pickle=False) as z:
-        def arrays(prefix):
-            return [z[f"{prefix}{k}"] for k in range(sum(f.startswith(prefix) for f in z.files))]
-        runs = [(arrays("in_"), arrays("out_"))]
-        while f"run{len(runs)}_in_0" in z.files:
-            runs.append((arrays(f"run{len(runs)}_in_"), arrays(f"run{len(runs)}_out_")))
-        source = str(z["source"])
-    return runs, source
+    """([(inputs, outputs) per stored input set], source) (helpers.corpus_runs)."""
+    return corpus_runs(CORPUS, name)
 
 
 def _model_bytes(name: str, fmt: str) -> bytes:
