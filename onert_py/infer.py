@@ -21,7 +21,7 @@ import numpy as np
 
 from onert_py.compiler import compile_model
 from onert_py.compiler.shape_inference import ShapeCache
-from onert_py.compiler.specialize import Specializations, declared_input_shapes, has_dynamic_shapes, specialize
+from onert_py.compiler.specialize import Specializations, declared_input_shapes, has_dynamic_shapes, specialized_for
 from onert_py.errors import InputError, PrepareError, ResourceError, article
 from onert_py.exec.executor import scalar_or_array
 from onert_py.exec.executor_choice import dataflow_options
@@ -159,14 +159,10 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         return self._variant_is_fallback
 
     def _specialized(self, key: tuple) -> Model | None:
-        k, shapes = key
-        if any(s is None or any(d < 0 for d in s) for s in shapes):
-            return None
         try:
-            result = self._static_shapes.infer(k, shapes)
+            return specialized_for(self.model, self._static_shapes, [key])
         except (PrepareError, ResourceError):
             return None   # the fallback's kernels meet these shapes and name the problem as they run
-        return specialize(self.model, [result])
 
     def _select(self, subgraph_index: int) -> None:
         self._subgraph_index = subgraph_index

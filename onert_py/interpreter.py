@@ -50,7 +50,7 @@ from onert_py import custom_ops
 from onert_py.compiler import compile_model
 from onert_py.exec.threads import RunLock, thread_limit
 from onert_py.compiler.shape_inference import LITERT, ShapeCache
-from onert_py.compiler.specialize import Specializations, has_dynamic_shapes, relaxed_model, specialize
+from onert_py.compiler.specialize import Specializations, has_dynamic_shapes, relaxed_model, specialized_for
 from onert_py.errors import ExecutionError, OnertPyError, PrepareError, ResourceRuntimeError, UnsupportedOpError
 from onert_py.exec.budget import requested_max_memory, resolve_max_memory
 from onert_py.exec.executor_choice import dataflow_options
@@ -251,7 +251,6 @@ class Interpreter:
         self._static_shapes = ShapeCache(self._model, max_entries=8, max_memory=self._runtime.options.max_memory)
         self._compiled_key: tuple | None = None
         self._as_is = None               # the executors compiled from the model as it is (key None)
-        self._specialized_now = False
         self._states: dict[int, _SubgraphState] = {}
         self._orphans: list[_Buffer] = []
         self._shapes_stale = False
@@ -343,17 +342,14 @@ class Interpreter:
         self._executors, self._compiled_model, self._compiled_key = executors, model, key
         self._close_dataflow()   # they ran the executors just replaced
         self._relaxed = relax
-        self._specialized_now = key is not None and model is not self._variants.fallback_model
 
     def _specialized(self, key: tuple, relax: bool) -> Model | None:
-        """The model specialized for the entries' input shapes in `key` (FULL shape inference: the
-        shapes the kernels will meet), from the relaxed model when inputs were resized past their
-        signatures; None when some shape is not known."""
+        """The model specialized for the entries' input shapes in `key`; None when they cannot be
+        inferred (a shape over the memory budget is allocate_tensors' error, as before)."""
         try:
-            results = [self._static_shapes.infer(j, shapes) for j, shapes in key]
+            return specialized_for(self._model, self._static_shapes, key, relax)
         except PrepareError:
             return None
-        return specialize(relaxed_model(self._model) if relax else self._model, results)
 
     # ------------------------------------------------------------------ LiteRT API
     def allocate_tensors(self) -> None:
@@ -366,7 +362,7 @@ class Interpreter:
             self._refresh_shapes()   # the last run's shapes are the "previous" shapes kept past a dynamic op
         self._propagate_shapes(k)
         self._compile()
-        if self._specialized_now:
+        if self._compiled_key is not None and self._compiled_model is not self._variants.fallback_model:
             self._replan = None   # compiled for these shapes: its arenas are planned for them
         if self._replan is not None:   # inputs resized: arenas for the new shapes (kept per shapes)
             try:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Hashable, Iterable
 
-from onert_py.compiler.shape_inference import ShapeResult, infer_shapes
+from onert_py.compiler.shape_inference import ShapeCache, ShapeResult, infer_shapes
 from onert_py.errors import OnertPyError, PrepareError
 from onert_py.ir import Model
 
-__all__ = ["has_dynamic_shapes", "declared_input_shapes", "specialize", "specialize_declared", "relaxed_model",
-           "Specializations"]
+__all__ = ["has_dynamic_shapes", "declared_input_shapes", "specialize", "specialize_declared", "specialized_for",
+           "relaxed_model", "Specializations"]
 
 
 def has_dynamic_shapes(model: Model) -> bool:
@@ -81,6 +81,19 @@ def specialize(model: Model, results: Iterable[ShapeResult]) -> Model:
                 tensors[i] = dataclasses.replace(t, shape=tuple(shape), shape_signature=None, has_rank=True)
         subgraphs[k] = dataclasses.replace(sg, tensors=tensors)
     return dataclasses.replace(model, subgraphs=subgraphs)
+
+
+def specialized_for(model: Model, shapes: ShapeCache, entries: Iterable[tuple[int, tuple]],
+                    relax: bool = False) -> Model | None:
+    """`model` specialized for the input shapes of each (entry subgraph, input shapes) in `entries`,
+    inferred through `shapes` (a FULL-policy cache: the shapes the kernels will meet), from the relaxed
+    model when inputs were resized past their signatures; None when some input shape is not known.
+    Shape inference's errors (PrepareError, ResourceError) reach the caller."""
+    entries = list(entries)
+    if any(s is None or any(d < 0 for d in s) for _, input_shapes in entries for s in input_shapes):
+        return None
+    results = [shapes.infer(k, input_shapes) for k, input_shapes in entries]
+    return specialize(relaxed_model(model) if relax else model, results)
 
 
 class Specializations:
