@@ -16,7 +16,7 @@ import numpy as np
 from onert_py.backends.cpu.shape import type_name
 from onert_py.backends.registry import CPU, JIT, Backend, KernelContext
 from onert_py.compiler.compile import assign_backend, quantized_type
-from onert_py.compiler.specialize import declared_input_shapes, has_dynamic_shapes, specialize_declared
+from onert_py.compiler.specialize import specialize_declared
 from onert_py.errors import PrepareError
 from onert_py.exec.runtime import RuntimeState
 from onert_py.ir import Model, Operation, Subgraph, Tensor
@@ -155,8 +155,12 @@ def assign_backends(model: Model, choice: BackendChoice) -> Assignment:
     `accepts` test included), and the ops whose kernel refuses their tensor types (type_refusal) as
     ops without a kernel. An op --op-backend forces onto a backend that cannot run it is the same
     one-line error as in `run`."""
+    return place_ops(specialize_declared(model)[0], choice)   # dynamic shapes: as a session first compiles it
+
+
+def place_ops(model: Model, choice: BackendChoice) -> Assignment:
+    """assign_backends on the model as given (already the one a session compiles)."""
     out: Assignment = {}
-    model = specialize_declared(model)   # a model with dynamic shapes: as a session first compiles it
     for sg in model.subgraphs:
         for op in sg.operations:
             qtype = quantized_type(op, sg)
@@ -191,8 +195,10 @@ def labelled_calls(op: Operation) -> list[tuple[str, int]]:
     return calls
 
 
-def describe(model: Model, choice: BackendChoice, assigned: Assignment) -> dict[str, Any]:
-    """Everything `inspect` reports, as plain data (the JSON form); `assigned` from assign_backends."""
+def describe(model: Model, choice: BackendChoice, assigned: Assignment,
+             compiled_for: tuple | None = None) -> dict[str, Any]:
+    """Everything `inspect` reports, as plain data (the JSON form); `assigned` from assign_backends,
+    `compiled_for` the input shapes a model with dynamic shapes was placed for (specialize_declared)."""
     subgraphs = []
     calls = []
     for sg in model.subgraphs:
@@ -231,8 +237,7 @@ def describe(model: Model, choice: BackendChoice, assigned: Assignment) -> dict[
             "subgraphs": subgraphs, "signatures": signatures,
             "call_graph": calls, "backend_order": list(choice.names), "backends_from": _backends_from(choice),
             "op_backend": choice.forced, "unsupported_ops": unsupported,
-            "compiled_for": (declared_input_shapes(model) if model.subgraphs and has_dynamic_shapes(model)
-                             and specialize_declared(model) is not model else None),
+            "compiled_for": compiled_for,
             "constants": {"tensors": len(consts), "bytes": int(sum(t.data.nbytes for t in consts))}}
 
 
@@ -350,8 +355,9 @@ def inspect_cmd(args: argparse.Namespace) -> int:
         print(format_lowered(lower(model, args.subgraph[0] if args.subgraph else 0)))
         return 0
     choice = backend_choice(args, model)
-    assigned = assign_backends(model, choice)
-    info = describe(model, choice, assigned)
+    placed, compiled_for = specialize_declared(model)   # dynamic shapes: as a session first compiles it
+    assigned = place_ops(placed, choice)
+    info = describe(model, choice, assigned, compiled_for)
     hint = custom_ops_hint(model).lstrip("; ")
     if hint:
         info["hint"] = hint

@@ -37,16 +37,17 @@ def declared_input_shapes(model: Model, k: int = 0) -> tuple:
     return tuple(tuple(sg.tensors[i].shape) if sg.tensors[i].has_rank else None for i in sg.inputs)
 
 
-def specialize_declared(model: Model) -> Model:
-    """The model as a session first compiles it: specialized for subgraph 0's declared input shapes
-    when it has dynamic shapes (the model itself when it has none, or they cannot be inferred)."""
+def specialize_declared(model: Model) -> tuple[Model, tuple | None]:
+    """(the model as a session first compiles it, the input shapes it was specialized for): with
+    dynamic shapes, specialized for subgraph 0's declared input shapes; (model, None) when it has none,
+    or they cannot be inferred."""
     shapes = declared_input_shapes(model) if model.subgraphs and has_dynamic_shapes(model) else None
     if shapes is None or any(s is None for s in shapes):
-        return model
+        return model, None
     try:
-        return specialize(model, [infer_shapes(model, 0, shapes)])
+        return specialize(model, [infer_shapes(model, 0, shapes)]), shapes
     except OnertPyError:
-        return model
+        return model, None
 
 
 def relaxed_model(model: Model) -> Model:

@@ -181,7 +181,9 @@ def test_converter_made_dynamic_batch_runs_on_the_jit():
                 assert names.count("jit") > len(names) // 2, names
     model = onert_py.load_model(data)
     assert all(t.is_dynamic for t in model.subgraphs[0].tensors if t.data is None)
-    assert not any(t.is_dynamic for t in specialize_declared(model).subgraphs[0].tensors)
+    placed, shapes = specialize_declared(model)
+    assert shapes == ((1, 48, 48, 3),)
+    assert not any(t.is_dynamic for t in placed.subgraphs[0].tensors)
 
 
 @pytest.mark.skipif(not JIT_AVAILABLE, reason="the jit backend needs numba")
