@@ -118,6 +118,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         # one run at a time: a second thread's infer waits (threads.RunLock)
         self._lock = RunLock()
         self._backends, self._op_backend = _loadable(backends), op_backend
+        self._subgraph_index = 0
         # A model with dynamic shapes (a converter's -1 batch) is compiled per set of input shapes, its
         # shapes then static (compiler/specialize.py); not with the dataflow executor (built over one
         # compile) or variable tensors (their state lives in the executors).
@@ -128,14 +129,12 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
             self._variants = Specializations(self._compile)
             # FULL policy, no folded values (none before the first compile), the budget checked
             self._static_shapes = ShapeCache(self.model, max_entries=8, max_memory=self.runtime.options.max_memory)
-            self._subgraph_index = 0
             self._use_shapes(declared_input_shapes(self.model))
         else:
             self.executors = self._compile(self.model)
         # onert prepares on the first infer and reports it there; we compile here and report it there.
         self._prepare_ms: float | None = (time.perf_counter() - t0) * 1e3
         self._shapes = ShapeCache(self.model, known=self._folded_values)   # per input-shape signature
-        self._subgraph_index = 0
         self._gradient_sessions: dict = {}    # (subgraph, wrt) -> (GradientModel, its session)
         self.inputs: list[np.ndarray] = []    # the last run's inputs and outputs, as onert keeps them
         self.outputs: list[np.ndarray] = []

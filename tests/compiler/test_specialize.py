@@ -201,3 +201,27 @@ def test_relaxed_model_marks_every_activation_dynamic():
     relaxed = relaxed_model(model)
     for t, r in zip(model.subgraphs[0].tensors, relaxed.subgraphs[0].tensors):
         assert r.is_dynamic == (t.data is None) and r.shape == t.shape
+
+
+def test_shapes_the_model_cannot_take_fail_clearly_and_leave_it_usable():
+    """x [-1, 4] reshaped to a constant [2, 8]: batch 3 cannot be inferred, so the session runs it on the
+    dynamic compile, whose kernel names the op; the input is not modified, and batch 4 still runs on
+    the compile for its shapes. The Interpreter refuses the resize in allocate_tensors."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x, y = sg.tensor("x", [-1, 4], F32), sg.tensor("y", [2, 8], F32)
+    sg.op("RESHAPE", [x, sg.const("shape", np.array([2, 8], np.int32))], [y])
+    sg.inputs, sg.outputs = [x], [y]
+    data = mb.to_bytes("tflite")
+    sess = onert_py.infer.session(data)
+    bad = np.ones((3, 4), F32)
+    with pytest.raises(onert_py.errors.ExecutionError, match=r"operator 0 \(RESHAPE\).*12 elements into shape \[2, 8\]"):
+        sess.infer([bad])
+    np.testing.assert_array_equal(bad, np.ones((3, 4), F32))
+    good = np.arange(16, dtype=F32).reshape(4, 4)
+    np.testing.assert_array_equal(sess.infer([good])[0], good.reshape(2, 8))
+    assert not sess._variant_is_fallback
+    it = onert_py.Interpreter(model_content=data)
+    it.resize_tensor_input(0, [3, 4])
+    with pytest.raises(RuntimeError, match=r"allocate_tensors failed: .*RESHAPE.*12 elements into shape \[2, 8\]"):
+        it.allocate_tensors()
