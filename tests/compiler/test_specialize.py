@@ -135,7 +135,8 @@ def test_interpreter_resize_resets_variable_tensors_as_litert():
     shape)."""
     mb = ModelBuilder()
     sg = mb.subgraph("main")
-    x, v, o = sg.tensor("x", [-1, 3], F32), sg.tensor("v", [1, 3], F32, is_variable=True), sg.tensor("out", [-1, 3], F32)
+    x, o = sg.tensor("x", [-1, 3], F32), sg.tensor("out", [-1, 3], F32)
+    v = sg.tensor("v", [1, 3], F32, is_variable=True)
     sg.op("ADD", [x, v], [o], fused_activation_function=0)
     sg.inputs, sg.outputs = [x], [o]
     data = mb.to_bytes("tflite")
@@ -215,7 +216,8 @@ def test_shapes_the_model_cannot_take_fail_clearly_and_leave_it_usable():
     data = mb.to_bytes("tflite")
     sess = onert_py.infer.session(data)
     bad = np.ones((3, 4), F32)
-    with pytest.raises(onert_py.errors.ExecutionError, match=r"operator 0 \(RESHAPE\).*12 elements into shape \[2, 8\]"):
+    with pytest.raises(onert_py.errors.ExecutionError,
+                       match=r"operator 0 \(RESHAPE\).*12 elements into shape \[2, 8\]"):
         sess.infer([bad])
     np.testing.assert_array_equal(bad, np.ones((3, 4), F32))
     good = np.arange(16, dtype=F32).reshape(4, 4)
