@@ -135,8 +135,9 @@ def test_interpreter_resize_resets_variable_tensors_as_litert():
     shape)."""
     mb = ModelBuilder()
     sg = mb.subgraph("main")
-    x, o = sg.tensor("x", [-1, 3], F32), sg.tensor("out", [-1, 3], F32)
+    x = sg.tensor("x", [-1, 3], F32)
     v = sg.tensor("v", [1, 3], F32, is_variable=True)
+    o = sg.tensor("out", [-1, 3], F32)
     sg.op("ADD", [x, v], [o], fused_activation_function=0)
     sg.inputs, sg.outputs = [x], [o]
     data = mb.to_bytes("tflite")
