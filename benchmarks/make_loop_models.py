@@ -5,7 +5,8 @@
 scalar_loop.tflite: tf.while_loop over [1]-shaped values, `i < reshape(n, [])`, v = v * 0.999 + 0.001,
 n an input; matmul_loop.tflite: the same loop with body relu(v @ W) + sin(v) * 0.1 on a [512, 64] v;
 and four more bodies on the same v, as recurrent cells and decays write them (tanh_cos_loop,
-sigmoid_gate_loop, exp_decay_loop, sin_square_loop; BODIES below).
+sigmoid_gate_loop, exp_decay_loop, sin_square_loop; BODIES below); and models/idioms/: small loops
+written the ways people write them (IDIOMS below), for the tests and benchmarks/loops.py --idioms.
 What the TFLite converter emits for these (shape-[1] loop values, a RESHAPE of the bound) is what the
 loop benchmark measures, beside hand-built loops.
 """
@@ -57,9 +58,113 @@ def _body_loop(body):
     return loop
 
 
+# Loops as people write them, each an idiom the converter lowers its own way (whole-loop compilation
+# must take them all): maximum_iterations (a second counter and a LOGICAL_AND in the cond), Python
+# loops over tf.range (autograph), two loop values, a shift register (STRIDED_SLICE, MEAN,
+# CONCATENATION), a recurrent cell (a small FULLY_CONNECTED), a sequence read at the counter (xs[t]:
+# a STRIDED_SLICE whose begin is the counter; tf.gather), tf.where (SELECT), a tolerance test
+# (REDUCE_MAX), a loop in a loop, and a Python `and` in the cond (an IF in the cond subgraph).
+S = tf.TensorSpec
+W64 = tf.constant(np.random.default_rng(2).normal(0, 0.15, (64, 64)).astype(np.float32))
+
+
+@tf.function(input_signature=[S([1], tf.float32, name="v"), S([], tf.int32, name="n")])
+def maxiter_loop(v, n):
+    _, v = tf.while_loop(lambda i, v: v[0] < 1e9, lambda i, v: (i + 1, v * 0.999 + 0.001), [tf.constant(0), v],
+                         maximum_iterations=n)
+    return v
+
+
+@tf.function(input_signature=[S([], tf.float32, name="v"), S([], tf.int32, name="n")])
+def range_loop(v, n):
+    for _ in tf.range(n):
+        v = v * 0.999 + 0.001
+    return v
+
+
+@tf.function(input_signature=[S([4], tf.float32, name="v"), S([], tf.int32, name="n")])
+def two_values_loop(v, n):
+    i, a = tf.constant(0), tf.zeros([4])
+    while i < n:
+        a = a + tf.tanh(v) * 0.5
+        v = v * 0.9 + 0.1
+        i += 1
+    return a, v
+
+
+@tf.function(input_signature=[S([8], tf.float32, name="v"), S([], tf.int32, name="n")])
+def shift_loop(v, n):
+    for _ in tf.range(n):
+        v = tf.concat([v[1:], tf.reshape(tf.reduce_mean(v), [1])], 0)
+    return v
+
+
+@tf.function(input_signature=[S([1, 64], tf.float32, name="v"), S([], tf.int32, name="n")])
+def rnn_loop(v, n):
+    for _ in tf.range(n):
+        v = tf.tanh(tf.matmul(v, W64) + 0.01)
+    return v
+
+
+@tf.function(input_signature=[S([10, 8], tf.float32, name="xs"), S([], tf.int32, name="n")])
+def sequence_loop(xs, n):
+    h = tf.zeros([8])
+    for t in tf.range(n):
+        h = tf.tanh(h * 0.5 + xs[t])
+    return h
+
+
+@tf.function(input_signature=[S([10, 8], tf.float32, name="xs"), S([], tf.int32, name="n")])
+def gather_loop(xs, n):
+    h = tf.zeros([8])
+    for t in tf.range(n):
+        h = h * 0.5 + tf.gather(xs, t)
+    return h
+
+
+@tf.function(input_signature=[S([8], tf.float32, name="v"), S([], tf.int32, name="n")])
+def select_loop(v, n):
+    for _ in tf.range(n):
+        v = tf.where(v > 0.5, v * 0.5, v + 0.3)
+    return v
+
+
+@tf.function(input_signature=[S([8], tf.float32, name="v")])
+def tolerance_loop(v):
+    d = tf.constant(1.0)
+    while d > 1e-4:
+        y = 0.5 * v + 0.1
+        d = tf.reduce_max(tf.abs(y - v))
+        v = y
+    return v
+
+
+@tf.function(input_signature=[S([16], tf.float32, name="v"), S([], tf.int32, name="n")])
+def nested_loop(v, n):
+    for _ in tf.range(n):
+        for j in tf.range(3):
+            v = v * 0.99 + tf.cast(j, tf.float32) * 0.001
+    return v
+
+
+@tf.function(input_signature=[S([], tf.float32, name="x")])
+def newton_loop(x):
+    y, i = x, tf.constant(0)
+    while tf.abs(y * y - x) > 1e-3 * x and i < 1000:
+        y, i = 0.5 * (y + x / y), i + 1
+    return y, i
+
+
+IDIOMS = (maxiter_loop, range_loop, two_values_loop, shift_loop, rnn_loop, sequence_loop, gather_loop,
+          select_loop, tolerance_loop, nested_loop, newton_loop)
+
+
 if __name__ == "__main__":
     OUT.mkdir(exist_ok=True)
     (OUT / "scalar_loop.tflite").write_bytes(_convert(scalar_loop))
     (OUT / "matmul_loop.tflite").write_bytes(_convert(matmul_loop))
     for name, body in BODIES.items():
         (OUT / f"{name}.tflite").write_bytes(_convert(_body_loop(body)))
+    (OUT / "idioms").mkdir(exist_ok=True)
+    for fn in IDIOMS:
+        (OUT / "idioms" / f"{fn.__name__}.tflite").write_bytes(_convert(fn))

@@ -249,6 +249,7 @@ def while_(ctx: KernelContext) -> Run:
     cond_reads_all = all(cond_reads)
     profile = ctx.runtime.profile
     fused = []   # the generated loop, built on first run (the body may not be prepared before us)
+    executors = ctx.executors
 
     def finish(values: list, count: int) -> None:
         iterations[key] += count
@@ -280,7 +281,7 @@ def while_(ctx: KernelContext) -> Run:
         if not fused:
             # both built before either is kept: an interrupt (KeyboardInterrupt while numba compiles)
             # must not leave half a pair behind
-            loop, compiled = fuse_while(cond_ex, body_ex, _truth), _compiled_while(cond_ex, body_ex, runtime)
+            loop, compiled = fuse_while(cond_ex, body_ex, _truth), _compiled_while(cond_ex, body_ex, runtime, executors)
             fused[:] = [loop, compiled]
             if compiled is not None:
                 runtime.compiled_loops.add(key)
@@ -292,10 +293,8 @@ def while_(ctx: KernelContext) -> Run:
         values = [v[i] for i in ins]
         compiled = fused[1]
         tick = runtime.ticker(what)
-        if compiled is not None and compiled.accepts(values):
-            count, values = compiled(values, bound, tick)
-        else:
-            count, values = fused[0](values, bound, tick)
+        got = compiled(values, bound, tick) if compiled is not None and compiled.accepts(values) else None
+        count, values = got if got is not None else fused[0](values, bound, tick)
         if count < 0:
             raise ExecutionError(f"WHILE exceeded max_while_iterations={limit}")
         finish(values, count)
@@ -340,13 +339,14 @@ def while_shape(n: Node):
     return [None] * n.n_out
 
 
-def _compiled_while(cond: Executor, body: Executor, runtime) -> Callable | None:
+def _compiled_while(cond: Executor, body: Executor, runtime, executors) -> Callable | None:
     """The whole loop compiled by the jit backend (backends/jit/loop.py) when the session uses it and
-    every op of cond and body has a jit expression; None otherwise (the fused Python loop runs)."""
+    every op of cond and body (and of the subgraphs an IF or WHILE inside calls) compiles there; None
+    otherwise (the fused Python loop runs)."""
     if "jit" not in runtime.backends or runtime.options.preserve_all_tensors:
         return None
     from onert_py.backends.jit.loop import compile_while
-    return compile_while(cond, body, runtime.op_backend)
+    return compile_while(cond, body, runtime.op_backend, executors.__getitem__)
 
 
 def fuse_while(cond: Executor, body: Executor, truth: Callable) -> Callable:

@@ -17,7 +17,8 @@ import importlib
 import importlib.util
 import os
 
-_FAMILIES = ("elementwise", "shape", "array", "conv", "pool", "matmul", "image", "activations", "reduce")
+_FAMILIES = ("elementwise", "shape", "array", "conv", "pool", "matmul", "image", "activations", "reduce",
+             "indexing")
 _state: dict[str, object] = {}
 
 

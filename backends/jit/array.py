@@ -1,4 +1,6 @@
-"""jit kernels of the array family (cpu/array.py): a constant PAD / PADV2 of a static float32 tensor.
+"""jit kernels of the array family (cpu/array.py): a constant PAD / PADV2 of a static float32 tensor; and,
+inside compiled loops (jit/loop.py), CONCATENATION and PACK (each input copied to its positions in the
+output) and TRANSPOSE (a gather).
 
 The converters' channel padding (a block's input widened to the next block's channels before the
 residual ADD: face_detection_short_range has 11, 15 % of its time at 2 threads) and the spatial pads
@@ -13,7 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from onert_py.backends.cpu._common import NONE
+from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.jit._numba import compile_now, kernel, prange, threads
+from onert_py.backends.jit.codegen import Statement, gather_statement, statement
 from onert_py.backends.jit.elementwise import other_shapes
 from onert_py.backends.registry import JIT, KernelContext, Run
 
@@ -123,3 +128,80 @@ def pad(ctx: KernelContext) -> Run:
         _pad(np.ascontiguousarray(x, _F32).reshape(-1), y.reshape(-1), geo, value, chunks)
         v[o] = y
     return run
+
+
+# ------------------------------------------------------------ inside compiled loops (jit/loop.py)
+
+def _placed(op, sg, parts: list[np.ndarray]) -> Statement | None:
+    """out[parts[j][k]] = input j's element k: each input's flat positions in the output."""
+    def emit(out, ins, arg, tmp):
+        lines = []
+        for j, (name, where) in enumerate(zip(ins, parts)):
+            at = arg(f"at{j}", np.ascontiguousarray(where, np.int64).reshape(-1))
+            lines += [f"for k in range({where.size}):", f"    {out}[{at}[k]] = {name}[k]"]
+        return lines
+    return Statement(tuple(range(len(parts))), emit)
+
+
+def _joined(op, sg) -> tuple[list, object] | None:
+    """(input tensors, output tensor) of a CONCATENATION / PACK the loop copies as it is: one type, no
+    quantization or fused activation."""
+    ins = [sg.tensors[t] if t >= 0 else None for t in op.inputs]
+    out = sg.tensors[op.outputs[0]]
+    if (not ins or any(t is None or t.dtype != out.dtype or qparams(t) for t in ins) or qparams(out)
+            or op.options.get("fused_activation_function", NONE) not in (NONE, None)):
+        return None
+    return ins, out
+
+
+@statement("CONCATENATION")
+def _concatenation(op, sg) -> Statement | None:
+    got = _joined(op, sg)
+    if got is None:
+        return None
+    ins, out = got
+    shapes = [tuple(t.shape) for t in ins]
+    rank = len(out.shape)
+    if any(len(s) != rank for s in shapes) or rank == 0:
+        return None
+    axis = int(op.options.get("axis", 0))
+    axis += rank if axis < 0 else 0
+    try:
+        if not 0 <= axis < rank or np.concatenate([np.empty(s, np.uint8) for s in shapes], axis).shape != tuple(out.shape):
+            return None
+    except ValueError:
+        return None
+    positions = np.arange(int(np.prod(out.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(out.shape))
+    cuts = np.cumsum([s[axis] for s in shapes])[:-1]
+    return _placed(op, sg, np.split(positions, cuts, axis=axis))
+
+
+@statement("PACK")
+def _pack(op, sg) -> Statement | None:
+    got = _joined(op, sg)
+    if got is None:
+        return None
+    ins, out = got
+    shape = tuple(ins[0].shape)
+    axis = int(op.options.get("axis", 0))
+    axis += len(shape) + 1 if axis < 0 else 0
+    if any(tuple(t.shape) != shape for t in ins) or not 0 <= axis <= len(shape) \
+            or tuple(out.shape) != shape[:axis] + (len(ins),) + shape[axis:]:
+        return None
+    positions = np.arange(int(np.prod(out.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(out.shape))
+    return _placed(op, sg, [np.take(positions, j, axis=axis) for j in range(len(ins))])
+
+
+@statement("TRANSPOSE")
+def _transpose(op, sg) -> Statement | None:
+    if len(op.inputs) != 2 or min(op.inputs) < 0:
+        return None
+    x, perm_t, out = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]], sg.tensors[op.outputs[0]]
+    if perm_t.data is None or perm_t.dtype.kind not in "iu" or x.dtype != out.dtype:
+        return None
+    rank = len(x.shape)
+    perm = [int(p) + rank if int(p) < 0 else int(p) for p in np.ravel(perm_t.data)]
+    if sorted(perm) != list(range(rank)):
+        return None
+    index = np.transpose(np.arange(int(np.prod(x.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(x.shape)), perm)
+    return gather_statement(index) if tuple(index.shape) == tuple(out.shape) else None

@@ -189,3 +189,68 @@ def clamp(template: str, lo: float | None, hi: float | None, dtype: np.dtype) ->
     if hi is None:
         return f"clamp_lo({template}, {lit(lo)})"
     return f"clamp({template}, {lit(lo)}, {lit(hi)})"
+
+
+# ------------------------------------------------------------------ statements (compiled loops only)
+
+@dataclass(frozen=True)
+class Statement:
+    """An op inside a compiled loop (jit/loop.py) that is not one value per output element: a gather
+    (STRIDED_SLICE, GATHER, TRANSPOSE), a concatenation, a reduction, a small matmul. `emit(out, ins,
+    arg, tmp)` gives its lines (unindented): `out` and `ins` (the op inputs `inputs` names, in order)
+    are flat arrays; `arg(suffix, array)` registers a constant array the lines read and returns its
+    name; `tmp(name)` a local name of this op's own (numba types each name once per function).
+    `fails`: the lines may `return -2`, for a value the loop cannot take (an index out of range): the
+    caller then runs the loop on the executors, whose kernels raise the op's own error."""
+    inputs: tuple[int, ...]
+    emit: Callable[[str, list[str], Callable[[str, np.ndarray], str], Callable[[str], str]], list[str]]
+    fails: bool = False
+
+
+StatementFn = Callable[[object, object], "Statement | None"]
+STATEMENTS: dict[str, StatementFn] = {}
+
+
+def statement(*names: str) -> Callable[[StatementFn], StatementFn]:
+    """Decorator: fn(op, subgraph) -> Statement, or None when the op's types, options or shapes are not
+    covered. Called only for ops whose tensors all have static shapes."""
+    def deco(fn: StatementFn) -> StatementFn:
+        for n in names:
+            if n in STATEMENTS:
+                raise RuntimeError(f"jit loop statement {n} registered twice")
+            STATEMENTS[n] = fn
+        return fn
+    return deco
+
+
+def statement_of(op, sg) -> Statement | None:
+    fn = STATEMENTS.get(op.kernel_name) if not op.is_custom else None
+    return None if fn is None else fn(op, sg)
+
+
+def gather_statement(index: np.ndarray, offset: Callable[[list[str], Callable[[str], str]], list[str]] | None = None,
+                     inputs: tuple[int, ...] = (0,)) -> Statement:
+    """out[k] = x[index[k]] (x: the op's input inputs[0], flat; index: int64 per output element, made when
+    the loop is compiled). `offset(ins, tmp)`: lines computing a run-time shift `tmp("off")` of every
+    index (may `return -2`), for indices read at run time."""
+    def emit(out, ins, arg, tmp):
+        ix = arg("ix", np.ascontiguousarray(index, np.int64).reshape(-1))
+        if offset is None:
+            return [f"for k in range({index.size}):", f"    {out}[k] = {ins[0]}[{ix}[k]]"]
+        off = tmp("off")
+        return [*offset(ins, tmp), f"for k in range({index.size}):", f"    {out}[k] = {ins[0]}[{ix}[k] + {off}]"]
+    return Statement(inputs, emit, fails=offset is not None)
+
+
+def reduction_statement(index: np.ndarray, init: str, step: str, finish: str = "{acc}") -> Statement:
+    """out[k] = finish(fold of step over x[index[k, j]] for j in order, from init): index [N, M] int64
+    (the reduced slices, each in row-major order); step and finish are templates over {acc} and {x}."""
+    n, m = index.shape
+
+    def emit(out, ins, arg, tmp):
+        ix, acc, x = arg("ix", np.ascontiguousarray(index, np.int64).reshape(-1)), tmp("acc"), tmp("x")
+        return [f"for k in range({n}):", f"    {acc} = {init}",
+                f"    for j in range({m}):", f"        {x} = {ins[0]}[{ix}[k * {m} + j]]",
+                f"        {acc} = {step.format(acc=acc, x=x)}",
+                f"    {out}[k] = {finish.format(acc=acc)}"]
+    return Statement((0,), emit)

@@ -171,6 +171,42 @@ def _hard_swish(op, sg) -> Expr | None:
     return Expr(f"(({{0}} * {relu6}) / np.float32(6.0))", (0,))
 
 
+# Expressions used only inside compiled loops (no per-op kernel is registered for them):
+
+@expression("TANH")
+def _tanh(op, sg) -> Expr | None:
+    # libm's tanhf; the cpu kernel's np.tanh may differ from it in the last bit
+    ins, out = _dtypes(op, sg)
+    return Expr("np.tanh({0})", (0,)) if ins == [_F32] and out == _F32 and not _quantized(op, sg) else None
+
+
+@expression("SELECT", "SELECT_V2")
+def _select(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    if len(ins) != 3 or ins[0] != _BOOL or ins[1] != out or ins[2] != out or out not in (_F32, _I32):
+        return None
+    shapes = [tuple(sg.tensors[t].shape) for t in op.inputs]
+    if op.opcode == "SELECT" and len({shapes[0], shapes[1], shapes[2]}) > 1 and len(shapes[0]) != 0:
+        return None   # SELECT (v1) picking rows by a rank-1 condition: not numpy's broadcast
+    return Expr("({1} if {0} else {2})", (0, 1, 2))
+
+
+# CAST between these types: int -> float rounds to nearest, int -> int wraps, to bool is != 0 (the cpu
+# kernel's _cast_fn); float -> int saturates there, and stays with it
+_CASTS = {np.dtype(t) for t in (np.float32, np.int32, np.int64, np.bool_)}
+
+
+@expression("CAST")
+def _cast(op, sg) -> Expr | None:
+    ins, out = _dtypes(op, sg)
+    if len(ins) != 1 or ins[0] not in _CASTS or out not in _CASTS or _quantized(op, sg) \
+            or (ins[0].kind == "f" and out.kind in "iu"):
+        return None
+    if out == _BOOL:
+        return Expr("({0} != 0)", (0,))
+    return Expr(f"np.{out.name}({{0}})", (0,))
+
+
 # ----------------------------------------------------------------------------------- per-op kernels
 
 def _per_op_accepts(op, sg) -> bool:

@@ -28,6 +28,7 @@ from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
 from onert_py.backends.jit.conv import _compile_time, _static
 from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, fused_chain, other_shapes, unfused
 from onert_py.backends.jit._numba import kernel, prange, threads
+from onert_py.backends.jit.codegen import Statement, clamp, statement
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 _INT32_MAX = (1 << 31) - 1
@@ -179,7 +180,7 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
 
 # ----------------------------------------------------------------------------- float32 FULLY_CONNECTED
 
-def _accepts_float(op, sg) -> bool:
+def _accepts_float_shapes(op, sg) -> bool:
     """float32 input, weights known at compile time, a constant (or no) bias, a clamp (or no)
     activation, static shapes: sgemm, then the epilogue."""
     ins = op.inputs
@@ -200,8 +201,15 @@ def _accepts_float(op, sg) -> bool:
         shape = _fc_output_shape(tuple(x.shape), depth, units, bool(op.options.get("keep_num_dims", False)))
     except ValueError:
         return False
-    m = int(np.prod(x.shape, dtype=np.int64)) // depth if depth else 0
-    return shape == tuple(y.shape) and 0 not in shape and m * depth * units >= _MIN_FLOAT_MACS
+    return shape == tuple(y.shape) and 0 not in shape
+
+
+def _accepts_float(op, sg) -> bool:
+    """_accepts_float_shapes, and enough multiply-adds to beat the cpu kernel's sgemm."""
+    if not _accepts_float_shapes(op, sg):
+        return False
+    x, (units, depth) = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]].shape
+    return depth > 0 and int(np.prod(x.shape, dtype=np.int64)) // depth * depth * units >= _MIN_FLOAT_MACS
 
 
 # Below this many multiply-adds the numba call costs more than the product saves: a [3, 6] x [6, 5]
@@ -256,3 +264,42 @@ def fully_connected(ctx: KernelContext) -> Run:
         product(x, y)
         v[o] = finish(y) if finish is not None else y
     return run
+
+
+# ------------------------------------------------------------ inside compiled loops (jit/loop.py)
+
+# Up to this many multiply-adds a compiled loop computes a float32 FULLY_CONNECTED itself (a recurrent
+# cell's [1, 64] x [64, 64]); a larger one keeps the loop on the executors, where the packed GEMM runs it.
+_LOOP_MAX_MACS = 1 << 16
+
+
+@statement("FULLY_CONNECTED")
+def _fully_connected_in_loop(op, sg) -> Statement | None:
+    """float32 FULLY_CONNECTED with constant weights and bias, each row's units accumulated over the
+    depth in order (the inner loop runs over units on the weights stored transposed, so it vectorises
+    without reordering any sum), then the bias and the clamp."""
+    if not _accepts_float_shapes(op, sg):
+        return None
+    x, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
+    b = sg.tensors[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
+    if w.data is None or (b is not None and b.data is None):
+        return None
+    units, depth = w.shape
+    rows = int(np.prod(x.shape, dtype=np.int64)) // depth if depth else 0
+    if not 0 < rows * depth * units <= _LOOP_MAX_MACS:
+        return None
+    lo, hi = _CLAMPS.get(op.options.get("fused_activation_function") or 0, (None, None))
+    hi = None if hi == np.inf else hi
+    wt = np.ascontiguousarray(np.asarray(w.data, np.float32).T).reshape(-1)
+    bias = np.zeros(units, np.float32) if b is None else np.asarray(b.data, np.float32).reshape(-1)
+
+    def emit(out, ins, arg, tmp):
+        wn, bn, r, i, u, xv = arg("w", wt), arg("b", bias), tmp("r"), tmp("i"), tmp("u"), tmp("xv")
+        at = f"{out}[{r} * {units} + {u}]"
+        return [f"for {r} in range({rows}):",
+                f"    for {u} in range({units}):", f"        {at} = np.float32(0.0)",
+                f"    for {i} in range({depth}):", f"        {xv} = {ins[0]}[{r} * {depth} + {i}]",
+                f"        for {u} in range({units}):", f"            {at} += {xv} * {wn}[{i} * {units} + {u}]",
+                f"    for {u} in range({units}):",
+                f"        {at} = {clamp(f'({at} + {bn}[{u}])', lo, hi, np.dtype(np.float32))}"]
+    return Statement((0,), emit)

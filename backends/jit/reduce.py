@@ -2,7 +2,10 @@
 a quantized CNN (global average pooling), where numpy's dozen passes over a few thousand values cost
 ~30 us and one compiled loop ~2 us. The rescale is the cpu kernel's (MeanRescale, mean_is_pool); the
 loop sums each channel and applies it value by value (jit/conv.py's _requantize, the same fixed-point
-steps)."""
+steps).
+
+Inside compiled loops (jit/loop.py): SUM, MEAN, REDUCE_MAX and REDUCE_MIN of float32 / int32 tensors over
+constant axes, each slice folded in order (codegen.reduction_statement)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +13,7 @@ import numpy as np
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.reduce import MeanRescale, _normalise_axes, _q_params, mean_is_pool, mean_vector_channels
 from onert_py.backends.jit._numba import compile_now, kernel
+from onert_py.backends.jit.codegen import Statement, reduction_statement, statement
 from onert_py.backends.jit.conv import _requantize
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
@@ -81,3 +85,44 @@ def mean_quantized(ctx: KernelContext) -> Run:
                      lo, hi, vec, acc, y.reshape(shape[0], shape[3]))
         v[o] = y
     return run
+
+
+# ------------------------------------------------------------ inside compiled loops (jit/loop.py)
+
+_F32, _I32 = np.dtype(np.float32), np.dtype(np.int32)
+# (step, init by dtype, finish) of each reduction: LiteRT's reference order, each slice folded from its
+# first element in row-major order; REDUCE_MAX / MIN as LiteRT's acc = (acc > x) ? acc : x, so a NaN
+# behaves as the cpu kernel's _litert_nan_extremum says
+_FOLDS = {
+    "SUM": ("{acc} + {x}", {_F32: "np.float32(0.0)", _I32: "np.int32(0)"}),
+    "MEAN": ("{acc} + {x}", {_F32: "np.float32(0.0)"}),
+    "REDUCE_MAX": ("{acc} if {acc} > {x} else {x}", {_F32: "np.float32(-np.inf)", _I32: f"np.int32({-2**31})"}),
+    "REDUCE_MIN": ("{acc} if {acc} < {x} else {x}", {_F32: "np.float32(np.inf)", _I32: f"np.int32({2**31 - 1})"}),
+}
+
+
+@statement(*_FOLDS)
+def _reduction(op, sg) -> Statement | None:
+    """A float32 / int32 reduction over constant axes (int32 SUM wraps, as LiteRT's)."""
+    if len(op.inputs) != 2 or min(op.inputs) < 0:
+        return None
+    x, axes_t, out = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]], sg.tensors[op.outputs[0]]
+    step, inits = _FOLDS[op.opcode]
+    if (x.dtype != out.dtype or x.dtype not in inits or axes_t.data is None or axes_t.dtype.kind not in "iu"
+            or qparams(x) is not None):
+        return None
+    shape = tuple(x.shape)
+    try:
+        axes = _normalise_axes(axes_t.data, len(shape))
+    except ValueError:
+        return None
+    rest = [d for d in range(len(shape)) if d not in axes]
+    m = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    positions = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    index = np.transpose(positions, rest + list(axes)).reshape(-1, m) if m else None
+    if index is None or not axes or index.shape[0] != int(np.prod(out.shape, dtype=np.int64)):
+        return None   # nothing to reduce, or an empty axis: the cpu kernel's way
+    if x.dtype == _I32 and op.opcode == "SUM":
+        step = "np.int32({acc} + {x})"
+    finish = f"{{acc}} / np.float32({m})" if op.opcode == "MEAN" else "{acc}"
+    return reduction_statement(index, inits[x.dtype], step, finish)

@@ -54,7 +54,11 @@ def _inputs(name: str) -> list[np.ndarray]:
 def test_corpus_control_flow_model_same_under_both_executors(name):
     data = (CORPUS / f"{name}.tflite").read_bytes()
     inputs = _inputs(name)
-    expected = onert_py.infer.session(data, executor="linear").infer(inputs)
+    linear = onert_py.infer.session(data, executor="linear")
+    expected = linear.infer(inputs)
+    # a WHILE the linear executor ran as one compiled loop (jit) computes a small FULLY_CONNECTED / TANH
+    # its own way (docs/jit.md, Whole-loop compilation): the last bits may differ there
+    exact = not linear.runtime.compiled_loops
     for threads in (1, 2):
         sess = onert_py.infer.session(data, executor="dataflow", inter_op_threads=threads)
         for run in range(2):
@@ -62,4 +66,7 @@ def test_corpus_control_flow_model_same_under_both_executors(name):
             assert len(got) == len(expected)
             for k, (g, e) in enumerate(zip(got, expected)):
                 assert g.dtype == e.dtype and g.shape == e.shape, (name, threads, run, k)
-                np.testing.assert_array_equal(g, e, err_msg=f"{name} threads={threads} run {run} output {k}")
+                if exact or g.dtype.kind != "f":
+                    np.testing.assert_array_equal(g, e, err_msg=f"{name} threads={threads} run {run} output {k}")
+                else:
+                    np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"{name} threads={threads} run {run}")

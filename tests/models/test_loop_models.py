@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import onert_py
-from helpers import litert_interpreter
+from helpers import litert_interpreter, run_litert
 
 MODELS = Path(__file__).resolve().parents[2] / "benchmarks" / "models"
 
@@ -30,3 +30,81 @@ def test_loop_model_matches_litert(name, shape, n, backends):
     it.invoke()
     want = it.get_tensor(it.get_output_details()[0]["index"])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------- loop idioms
+# benchmarks/models/idioms/: small converter-made loops written the ways people write them. Each runs
+# against LiteRT on both backends, and on the jit as one compiled loop (runtime.compiled_loops), with the
+# inner loop of nested_loop and the IF in newton_loop's cond compiled inline.
+
+def _idiom_inputs(name: str, n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(n)
+    shapes = {"maxiter_loop": (1,), "range_loop": (), "two_values_loop": (4,), "shift_loop": (8,),
+              "rnn_loop": (1, 64), "sequence_loop": (10, 8), "gather_loop": (10, 8), "select_loop": (8,),
+              "tolerance_loop": (8,), "nested_loop": (16,), "newton_loop": ()}
+    v = rng.uniform(0.2, 1.5, shapes[name]).astype(np.float32)
+    if name == "newton_loop":
+        return [np.array(2.0 + 50 * n, np.float32)]
+    return [v] if name == "tolerance_loop" else [v, np.array(n, np.int32)]
+
+
+IDIOMS = ("maxiter_loop", "range_loop", "two_values_loop", "shift_loop", "rnn_loop", "sequence_loop",
+          "gather_loop", "select_loop", "tolerance_loop", "nested_loop", "newton_loop")
+
+
+@pytest.mark.parametrize("name", IDIOMS)
+@pytest.mark.parametrize("n", [0, 3, 10])
+@pytest.mark.parametrize("backends", ["cpu", "jit;cpu"])
+def test_loop_idiom_matches_litert(name, n, backends):
+    if backends != "cpu":
+        pytest.importorskip("numba")
+    data = (MODELS / "idioms" / f"{name}.tflite").read_bytes()
+    inputs = _idiom_inputs(name, n)
+    given = [x.copy() for x in inputs]
+    sess = onert_py.infer.session(data, backends=backends)
+    got = sess.infer(inputs)
+    want = run_litert(data, inputs)
+    for g, w in zip(got, want):
+        # float32 ops one by one as LiteRT's: tanh from libm on the jit, numpy's on cpu, and a small
+        # FULLY_CONNECTED summed in order (the last bits differ): 1e-5 relative
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    for x, y in zip(inputs, given):
+        np.testing.assert_array_equal(x, y)
+    ran_compiled = bool(sess.runtime.compiled_loops)
+    assert ran_compiled == (backends != "cpu")
+
+
+@pytest.mark.parametrize("name", ["sequence_loop", "gather_loop"])
+@pytest.mark.parametrize("backends", ["cpu", "jit;cpu"])
+def test_loop_idiom_index_out_of_range(name, backends):
+    """xs[t] / tf.gather(xs, t) past xs's 10 rows: the op's error, named, on both backends (the compiled
+    loop leaves such a run to the executors), the inputs as given, and the session still runs."""
+    if backends != "cpu":
+        pytest.importorskip("numba")
+    sess = onert_py.infer.session((MODELS / "idioms" / f"{name}.tflite").read_bytes(), backends=backends)
+    xs = np.random.default_rng(0).normal(size=(10, 8)).astype(np.float32)
+    given = xs.copy()
+    op = "STRIDED_SLICE" if name == "sequence_loop" else "GATHER"
+    with pytest.raises(onert_py.ExecutionError, match=f"{op}.*out of range"):
+        sess.infer([xs, np.array(11, np.int32)])
+    np.testing.assert_array_equal(xs, given)
+    (got,) = sess.infer([xs, np.array(4, np.int32)])
+    np.testing.assert_allclose(got, run_litert((MODELS / "idioms" / f"{name}.tflite").read_bytes(),
+                                               [xs, np.array(4, np.int32)])[0], rtol=1e-5, atol=1e-6)
+    assert bool(sess.runtime.compiled_loops) == (backends != "cpu")
+
+
+def test_nested_loop_iteration_cap_and_deadline():
+    """max_while_iterations bounds the inline inner loop as it bounds every WHILE; with a timeout the
+    loop with a loop inside runs on the executors (which check the clock in every loop), same values."""
+    pytest.importorskip("numba")
+    data = (MODELS / "idioms" / "nested_loop.tflite").read_bytes()
+    v = np.linspace(0, 1, 16, dtype=np.float32)
+    want = run_litert(data, [v, np.array(5, np.int32)])[0]
+    capped = onert_py.infer.session(data, backends="jit;cpu", max_while_iterations=4)
+    np.testing.assert_allclose(capped.infer([v, np.array(4, np.int32)])[0],
+                               run_litert(data, [v, np.array(4, np.int32)])[0], rtol=1e-6)
+    with pytest.raises(onert_py.ExecutionError, match="max_while_iterations=4"):
+        capped.infer([v, np.array(5, np.int32)])
+    timed = onert_py.infer.session(data, backends="jit;cpu", timeout=30)
+    np.testing.assert_allclose(timed.infer([v, np.array(5, np.int32)])[0], want, rtol=1e-6)
