@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--out", default=str(ROOT / "docs" / "loops_benchmark.md"))
+    ap.add_argument("--out", help="default: docs/loops_benchmark.md, or docs/loop_idioms.md with --idioms")
     ap.add_argument("--idioms", action="store_true",
                     help="time models/idioms/ instead (µs per run, 1 thread), written to docs/loop_idioms.md")
     args = ap.parse_args(argv)
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                "the session's and LiteRT's fixed per-run costs included), best of 21, runtimes in turn, one "
                "thread. cpu = the numpy backend alone; jit = backends \"jit;cpu\" (\"compiled\": the "
                "whole WHILE ran as one compiled function).\n\n" + idioms_table(idiom_times()))
-        out = Path(args.out if args.out != str(ROOT / "docs" / "loops_benchmark.md") else ROOT / "docs" / "loop_idioms.md")
+        out = Path(args.out or ROOT / "docs" / "loop_idioms.md")
         out.write_text(doc)
         print(doc)
         return 0
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {name} | {threads} | {r['cpu']:.3f} | {r['jit']:.3f}{how} | {r['LiteRT']:.3f} | "
                          f"{r['cpu'] / r['LiteRT']:.1f}x | {r['jit'] / r['LiteRT']:.2f}x |")
     doc = "\n".join(lines) + "\n"
-    Path(args.out).write_text(doc)
+    Path(args.out or ROOT / "docs" / "loops_benchmark.md").write_text(doc)
     print(doc)
     return 0
 

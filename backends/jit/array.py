@@ -18,7 +18,7 @@ import numpy as np
 from onert_py.backends.cpu._common import NONE
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.jit._numba import compile_now, kernel, prange, threads
-from onert_py.backends.jit.codegen import Statement, gather_statement, statement
+from onert_py.backends.jit.codegen import Statement, flat_positions, gather_statement, statement
 from onert_py.backends.jit.elementwise import other_shapes
 from onert_py.backends.registry import JIT, KernelContext, Run
 
@@ -132,7 +132,7 @@ def pad(ctx: KernelContext) -> Run:
 
 # ------------------------------------------------------------ inside compiled loops (jit/loop.py)
 
-def _placed(op, sg, parts: list[np.ndarray]) -> Statement | None:
+def _placed(parts: list[np.ndarray]) -> Statement:
     """out[parts[j][k]] = input j's element k: each input's flat positions in the output."""
     def emit(out, ins, arg, tmp):
         lines = []
@@ -166,14 +166,11 @@ def _concatenation(op, sg) -> Statement | None:
         return None
     axis = int(op.options.get("axis", 0))
     axis += rank if axis < 0 else 0
-    try:
-        if not 0 <= axis < rank or np.concatenate([np.empty(s, np.uint8) for s in shapes], axis).shape != tuple(out.shape):
-            return None
-    except ValueError:
+    if not 0 <= axis < rank or sum(s[axis] for s in shapes) != out.shape[axis]:
         return None
-    positions = np.arange(int(np.prod(out.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(out.shape))
-    cuts = np.cumsum([s[axis] for s in shapes])[:-1]
-    return _placed(op, sg, np.split(positions, cuts, axis=axis))
+    parts = np.split(flat_positions(out.shape), np.cumsum([s[axis] for s in shapes])[:-1], axis=axis)
+    # each input's positions have its shape: the other dims agree with the declared output's
+    return _placed(parts) if all(p.shape == s for p, s in zip(parts, shapes)) else None
 
 
 @statement("PACK")
@@ -188,8 +185,8 @@ def _pack(op, sg) -> Statement | None:
     if any(tuple(t.shape) != shape for t in ins) or not 0 <= axis <= len(shape) \
             or tuple(out.shape) != shape[:axis] + (len(ins),) + shape[axis:]:
         return None
-    positions = np.arange(int(np.prod(out.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(out.shape))
-    return _placed(op, sg, [np.take(positions, j, axis=axis) for j in range(len(ins))])
+    positions = flat_positions(out.shape)
+    return _placed([np.take(positions, j, axis=axis) for j in range(len(ins))])
 
 
 @statement("TRANSPOSE")
@@ -203,5 +200,5 @@ def _transpose(op, sg) -> Statement | None:
     perm = [int(p) + rank if int(p) < 0 else int(p) for p in np.ravel(perm_t.data)]
     if sorted(perm) != list(range(rank)):
         return None
-    index = np.transpose(np.arange(int(np.prod(x.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(x.shape)), perm)
+    index = np.transpose(flat_positions(x.shape), perm)
     return gather_statement(index) if tuple(index.shape) == tuple(out.shape) else None

@@ -200,11 +200,23 @@ class Statement:
     arg, tmp)` gives its lines (unindented): `out` and `ins` (the op inputs `inputs` names, in order)
     are flat arrays; `arg(suffix, array)` registers a constant array the lines read and returns its
     name; `tmp(name)` a local name of this op's own (numba types each name once per function).
-    `fails`: the lines may `return -2`, for a value the loop cannot take (an index out of range): the
+    `fails`: the lines may GIVE_UP (return NOT_TAKEN), for a value the loop cannot take (an index out of range): the
     caller then runs the loop on the executors, whose kernels raise the op's own error."""
     inputs: tuple[int, ...]
     emit: Callable[[str, list[str], Callable[[str, np.ndarray], str], Callable[[str], str]], list[str]]
     fails: bool = False
+
+
+# What a compiled loop returns when a statement meets a value it does not take (Statement.fails).
+NOT_TAKEN = -2
+GIVE_UP = f"return {NOT_TAKEN}"
+
+
+def flat_positions(shape: Sequence[int]) -> np.ndarray:
+    """The flat position of every element of an array of `shape` (int64, in that shape): a statement's
+    gather or scatter positions are the op applied to it."""
+    shape = tuple(int(d) for d in shape)
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
 
 
 StatementFn = Callable[[object, object], "Statement | None"]
@@ -232,7 +244,7 @@ def gather_statement(index: np.ndarray, offset: Callable[[list[str], Callable[[s
                      inputs: tuple[int, ...] = (0,)) -> Statement:
     """out[k] = x[index[k]] (x: the op's input inputs[0], flat; index: int64 per output element, made when
     the loop is compiled). `offset(ins, tmp)`: lines computing a run-time shift `tmp("off")` of every
-    index (may `return -2`), for indices read at run time."""
+    index (may GIVE_UP), for indices read at run time."""
     def emit(out, ins, arg, tmp):
         ix = arg("ix", np.ascontiguousarray(index, np.int64).reshape(-1))
         if offset is None:

@@ -11,18 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from onert_py.backends.cpu.indexing import strided_slice_index, strided_slice_items
-from onert_py.backends.jit.codegen import Statement, gather_statement, statement
+from onert_py.backends.jit.codegen import GIVE_UP, Statement, flat_positions, gather_statement, statement
 
 _INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def _tensors(op, sg):
     return [sg.tensors[t] if t >= 0 else None for t in op.inputs], sg.tensors[op.outputs[0]]
-
-
-def _positions(t) -> np.ndarray:
-    """Flat positions of the elements of tensor t, in its shape."""
-    return np.arange(int(np.prod(t.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(t.shape))
 
 
 def _fits(index: np.ndarray, out) -> bool:
@@ -49,7 +44,7 @@ def _strided_slice(op, sg) -> Statement | None:
     b, e = _ints(begin), _ints(end)
     if b is not None and e is not None:
         try:
-            index = _positions(x)[strided_slice_index(op.options, shape, b, e, stride_values)]
+            index = flat_positions(x.shape)[strided_slice_index(op.options, shape, b, e, stride_values)]
         except (ValueError, IndexError):
             return None   # the cpu kernel gives the error
         return gather_statement(index) if _fits(index, out) else None
@@ -73,7 +68,7 @@ def _strided_slice_at_run_time(op, x, begin, out, strides) -> Statement | None:
         items = strided_slice_items(opts, shape, [0] * n, [0] * n, strides)
     except ValueError:
         return None
-    index = _positions(x)[tuple(item for _, item in items)]   # shrunk axes at index 0
+    index = flat_positions(x.shape)[tuple(item for _, item in items)]   # shrunk axes at index 0
     if not _fits(index, out):
         return None
     axis_strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
@@ -83,7 +78,7 @@ def _strided_slice_at_run_time(op, x, begin, out, strides) -> Statement | None:
         lines = [f"{off} = 0"]
         for i in shrunk:   # spec entry i is axis i: no ellipsis or new axis before it
             lines += [f"{b} = np.int64({ins[1]}[{i}])", f"if {b} < 0:", f"    {b} += {shape[i]}",
-                      f"if {b} < 0 or {b} >= {shape[i]}:", "    return -2",
+                      f"if {b} < 0 or {b} >= {shape[i]}:", f"    {GIVE_UP}",
                       f"{off} += {b} * {axis_strides[i]}"]
         return lines
     return gather_statement(index, offset, inputs=(0, 1))
@@ -104,7 +99,7 @@ def _slice(op, sg) -> Statement | None:
         if b < 0 or s < -1 or end > d or b > d:
             return None   # the cpu kernel gives the error
         items.append(slice(b, end))
-    index = _positions(ins[0])[tuple(items)]
+    index = flat_positions(ins[0].shape)[tuple(items)]
     return gather_statement(index) if _fits(index, out) else None
 
 
@@ -134,7 +129,7 @@ def _gather(op, sg) -> Statement | None:
         x_, idx = ins
         j, b, r, p = tmp("j"), tmp("b"), tmp("r"), tmp("p")
         return [f"for {j} in range({count}):", f"    {b} = np.int64({idx}[{j}])",
-                f"    if {b} < 0 or {b} >= {dim}:", "        return -2",
+                f"    if {b} < 0 or {b} >= {dim}:", f"        {GIVE_UP}",
                 f"    for {p} in range({outer}):",
                 f"        for {r} in range({inner}):",
                 f"            {o}[({p} * {count} + {j}) * {inner} + {r}] = {x_}[({p} * {dim} + {b}) * {inner} + {r}]"]

@@ -16,15 +16,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.backends.jit._numba import compile_now
-from onert_py.backends.jit.codegen import Code, compile_source, statement_of
+from onert_py.backends.jit.codegen import NOT_TAKEN, Code, compile_source, statement_of
 from onert_py.backends.jit.elementwise import expression_of
 
 _TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.bool_, np.int8, np.uint8,
                                 np.int16)}
-
-
-# what the generated loop returns when an op meets a value it does not take (codegen.Statement.fails)
-_NOT_TAKEN = -2
 
 
 def _static(t) -> bool:
@@ -328,7 +324,7 @@ def compile_while(cond, body, op_backend: dict, executors: Callable | None = Non
         ls = [np.array(x, dtype=dt).reshape(-1) for x, dt in zip(values, dtypes)]   # copies: ours to write
         if tick is None:
             count = fn(bound, bound, *ls, *consts)
-            if count == _NOT_TAKEN:
+            if count == NOT_TAKEN:
                 return None
         elif nested:
             return None   # a deadline and loops inside: the executors check it in every loop
@@ -340,7 +336,7 @@ def compile_while(cond, body, op_backend: dict, executors: Callable | None = Non
             while True:
                 check = tick(count, bound)
                 got = fn(check - count, bound, *ls, *consts)
-                if got == _NOT_TAKEN:
+                if got == NOT_TAKEN:
                     return None
                 if got >= 0:
                     count += got

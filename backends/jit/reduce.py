@@ -13,7 +13,7 @@ import numpy as np
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.reduce import MeanRescale, _normalise_axes, _q_params, mean_is_pool, mean_vector_channels
 from onert_py.backends.jit._numba import compile_now, kernel
-from onert_py.backends.jit.codegen import Statement, reduction_statement, statement
+from onert_py.backends.jit.codegen import Statement, flat_positions, reduction_statement, statement
 from onert_py.backends.jit.conv import _requantize
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
@@ -118,8 +118,7 @@ def _reduction(op, sg) -> Statement | None:
         return None
     rest = [d for d in range(len(shape)) if d not in axes]
     m = int(np.prod([shape[a] for a in axes], dtype=np.int64))
-    positions = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
-    index = np.transpose(positions, rest + list(axes)).reshape(-1, m) if m else None
+    index = np.transpose(flat_positions(shape), rest + list(axes)).reshape(-1, m) if m else None
     if index is None or not axes or index.shape[0] != int(np.prod(out.shape, dtype=np.int64)):
         return None   # nothing to reduce, or an empty axis: the cpu kernel's way
     if x.dtype == _I32 and op.opcode == "SUM":

@@ -69,4 +69,5 @@ def test_corpus_control_flow_model_same_under_both_executors(name):
                 if exact or g.dtype.kind != "f":
                     np.testing.assert_array_equal(g, e, err_msg=f"{name} threads={threads} run {run} output {k}")
                 else:
-                    np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"{name} threads={threads} run {run}")
+                    np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6,
+                                               err_msg=f"{name} threads={threads} run {run}")
