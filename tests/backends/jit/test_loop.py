@@ -290,3 +290,46 @@ def test_transcendental_body_compiles(n):
     assert_close(out, cpu, rtol=1e-5, atol=1e-6)
     # the builtin kernels: LiteRT's default XNNPACK sine gives NaN for 3e5 (jit/_vmath.py)
     assert_close(out, run_litert_builtin(data, inputs), rtol=1e-5, atol=1e-6)
+
+
+def _statements_body(sg, ts):
+    """v [2, 3] -> PACK of two rows made by TRANSPOSE / SLICE / SUM, REDUCE_MIN, SELECT_V2, CAST, GATHER
+    (constant positions) and RESHAPE: the statements (codegen.Statement) the idioms do not use."""
+    i, v = ts
+    f = lambda name, shape: sg.tensor(name, shape, F32)   # noqa: E731
+    t, s, r, m = f("t", [3, 2]), f("s", [2, 2]), f("r", [2]), f("m", [3])
+    sg.op("TRANSPOSE", [v, sg.const("perm", np.array([1, 0], I32))], [t])
+    sg.op("SLICE", [t, sg.const("begin", np.array([1, 0], I32)), sg.const("size", np.array([2, 2], I32))], [s])
+    sg.op("SUM", [s, sg.const("ax1", np.array([1], I32))], [r], keep_dims=False)
+    sg.op("REDUCE_MIN", [v, sg.const("ax0", np.array([0], I32))], [m], keep_dims=False)
+    big, scaled, shifted = sg.tensor("big", [3], np.bool_), f("scaled", [3]), f("shifted", [3])
+    sg.op("GREATER", [m, sg.const("third", np.array([0.3], F32))], [big])
+    sg.op("MUL", [m, sg.const("k09", np.array([0.9], F32))], [scaled], fused_activation_function=0)
+    sg.op("ADD", [m, sg.const("k01", np.array([0.1], F32))], [shifted], fused_activation_function=0)
+    row0, c, row1 = f("row0", [3]), f("c", [1]), f("row1", [3])
+    sg.op("SELECT_V2", [big, scaled, shifted], [row0])
+    sg.op("CAST", [i], [c])
+    sg.op("ADD", [shifted, c], [row1], fused_activation_function=0)
+    packed, r2, rr, g = f("packed", [2, 3]), f("r2", [2, 1]), f("rr", [2, 3]), f("g", [2, 3])
+    sg.op("PACK", [row0, row1], [packed], values_count=2, axis=0)
+    sg.op("RESHAPE", [r, sg.const("shape21", np.array([2, 1], I32))], [r2])
+    sg.op("MUL", [r2, sg.const("k001", np.full((2, 3), 0.01, F32))], [rr], fused_activation_function=0)
+    sg.op("GATHER", [v, sg.const("pos", np.array([2, 0, 1], I32))], [g], axis=1)
+    mixed, nv = f("mixed", [2, 3]), f("v_next", [2, 3])
+    sg.op("ADD", [packed, rr], [mixed], fused_activation_function=0)
+    sg.op("SUB", [mixed, g], [nv], fused_activation_function=0)
+    sg.inputs, sg.outputs = ts, [_step(sg, i), nv]
+
+
+@pytest.mark.parametrize("n", [0, 1, 6])
+def test_statements_compile_and_match_litert(n):
+    """Gathers, a pack, reductions, a select and a cast inside one compiled loop: the cpu executor loop
+    and LiteRT give the same values (float sums in the same order here: rtol 1e-6)."""
+    data = _loop(_statements_body, _count_below(n), [("i", [1], I32), ("v", [2, 3], F32)])
+    v = np.array([[0.2, 0.5, 0.9], [0.4, 0.1, 0.7]], F32)
+    got, cpu, compiled = _both(data, [np.zeros(1, I32), v])
+    assert compiled
+    want = run_litert(data, [np.zeros(1, I32), v])
+    for g, c, w in zip(got, cpu, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(g, c, rtol=1e-6, atol=1e-7)
