@@ -159,6 +159,20 @@ IDIOMS = (maxiter_loop, range_loop, two_values_loop, shift_loop, rnn_loop, seque
           select_loop, tolerance_loop, nested_loop, newton_loop)
 
 
+def _recurrent_model(layer) -> bytes:
+    """A Keras recurrent layer over [1, 24, 8] steps as from_keras_model converts it: a WHILE over the
+    steps whose body reads step t (GATHER), runs the cell's two FULLY_CONNECTEDs, SPLITs the gates and
+    applies them (LOGISTIC, TANH, MUL, ADD; GRU's recurrent gates by STRIDED_SLICE)."""
+    tf.keras.utils.set_random_seed(0)
+    xs = tf.keras.Input((24, 8), batch_size=1, name="xs")
+    model = tf.keras.Model(xs, layer(16)(xs))
+    return tf.lite.TFLiteConverter.from_keras_model(model).convert()
+
+
+# Keras layers: converted from a model (with its weights), not from a tf.function
+RECURRENT = {"lstm_layer": tf.keras.layers.LSTM, "gru_layer": tf.keras.layers.GRU}
+
+
 if __name__ == "__main__":
     OUT.mkdir(exist_ok=True)
     (OUT / "scalar_loop.tflite").write_bytes(_convert(scalar_loop))
@@ -168,3 +182,5 @@ if __name__ == "__main__":
     (OUT / "idioms").mkdir(exist_ok=True)
     for fn in IDIOMS:
         (OUT / "idioms" / f"{fn.__name__}.tflite").write_bytes(_convert(fn))
+    for name, layer in RECURRENT.items():
+        (OUT / "idioms" / f"{name}.tflite").write_bytes(_recurrent_model(layer))

@@ -34,6 +34,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from onert_py.backends.cpu.activations import _ERFC_COEFFS
 from onert_py.backends.jit._numba import kernel
 from onert_py.backends.jit._simd import fma32, pow2_of
 
@@ -141,3 +142,26 @@ def logistic32(x):
     """1 / (1 + exp(-x)) of a float32, without overflow (see the module's docstring)."""
     e = exp32(-abs(x))
     return (_ONE if x >= _ZERO else e) / (_ONE + e)     # NaN: e is NaN
+
+
+ERFC_C0, ERFC_C1, ERFC_C2, ERFC_C3, ERFC_C4, ERFC_C5, ERFC_C6, ERFC_C7, ERFC_C8, ERFC_C9 = _ERFC_COEFFS
+_TWO = np.float32(2.0)
+
+
+@kernel
+def erfc32(x):
+    """erfc of a float32: the cpu kernel's (cpu/activations.py `_erfc`) rational approximation, the
+    same float32 steps in the same order, with exp32 for np.exp (within an ulp or two of it)."""
+    z = abs(x)
+    t = _ONE / (_ONE + _HALF * z)
+    p = ERFC_C0 * t + ERFC_C1
+    p = p * t + ERFC_C2
+    p = p * t + ERFC_C3
+    p = p * t + ERFC_C4
+    p = p * t + ERFC_C5
+    p = p * t + ERFC_C6
+    p = p * t + ERFC_C7
+    p = p * t + ERFC_C8
+    p = p * t + ERFC_C9
+    r = t * exp32(p - z * z)
+    return r if x >= _ZERO else _TWO - r

@@ -13,12 +13,15 @@ Quantized pads, mirror pads, ranks above 4 and paddings that are not constant st
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from onert_py.backends.cpu._common import NONE
 from onert_py.backends.cpu._quant import qparams
+from onert_py.backends.cpu.array import _split_into
 from onert_py.backends.jit._numba import compile_now, kernel, prange, threads
-from onert_py.backends.jit.codegen import Statement, flat_positions, gather_statement, statement
+from onert_py.backends.jit.codegen import Statement, flat_positions, gather_statement, split_statement, statement
 from onert_py.backends.jit.elementwise import other_shapes
 from onert_py.backends.registry import JIT, KernelContext, Run
 
@@ -202,3 +205,67 @@ def _transpose(op, sg) -> Statement | None:
         return None
     index = np.transpose(flat_positions(x.shape), perm)
     return gather_statement(index) if tuple(index.shape) == tuple(out.shape) else None
+
+
+def _split_parts(op, sg, x_at: int, axis_at: int, sizes_of: Callable[[int], list[int] | None]) -> Statement | None:
+    """SPLIT / SPLIT_V as the cpu kernel's `_split_into` applied to x's flat positions, along a
+    constant axis, into sizes_of(the axis's length) (None: not taken), which the declared outputs must
+    have."""
+    if min(op.inputs) < 0:
+        return None
+    x, axis_t = sg.tensors[op.inputs[x_at]], sg.tensors[op.inputs[axis_at]]
+    outs = [sg.tensors[t] for t in op.outputs]
+    if axis_t.data is None or axis_t.dtype.kind not in "iu" or np.size(axis_t.data) != 1 \
+            or any(t.dtype != x.dtype or qparams(t) for t in outs) or qparams(x):
+        return None
+    rank, axis = len(x.shape), int(np.ravel(axis_t.data)[0])
+    axis += rank if axis < 0 else 0
+    if not 0 <= axis < rank:
+        return None
+    sizes = sizes_of(int(x.shape[axis]))
+    if sizes is None or len(sizes) != len(outs) or sum(sizes) != x.shape[axis]:
+        return None
+    parts: dict = {}
+    _split_into(flat_positions(x.shape), sizes, axis, range(len(outs)), parts)
+    if any(tuple(parts[j].shape) != tuple(t.shape) for j, t in enumerate(outs)):
+        return None
+    return split_statement([parts[j] for j in range(len(outs))], inputs=(x_at,))
+
+
+@statement("SPLIT")
+def _split(op, sg) -> Statement | None:
+    n = len(op.outputs)
+    return None if len(op.inputs) != 2 else _split_parts(
+        op, sg, 1, 0, lambda dim: [dim // n] * n if dim % n == 0 else None)
+
+
+@statement("SPLIT_V")
+def _split_v(op, sg) -> Statement | None:
+    if len(op.inputs) != 3 or op.inputs[1] < 0:
+        return None
+    sizes_t = sg.tensors[op.inputs[1]]
+    if sizes_t.data is None or sizes_t.dtype.kind not in "iu":
+        return None
+    given = [int(k) for k in np.ravel(sizes_t.data)]
+    if any(k < 0 for k in given):
+        return None   # a -1 (the rest) or a bad size: the cpu kernel resolves or refuses it
+    return _split_parts(op, sg, 0, 2, lambda dim: given)
+
+
+@statement("UNPACK")
+def _unpack(op, sg) -> Statement | None:
+    if len(op.inputs) != 1 or op.inputs[0] < 0:
+        return None
+    x = sg.tensors[op.inputs[0]]
+    outs = [sg.tensors[t] for t in op.outputs]
+    rank = len(x.shape)
+    axis = int(op.options.get("axis", 0))
+    axis += rank if axis < 0 else 0
+    if not 0 <= axis < rank or x.shape[axis] != len(outs) or qparams(x) \
+            or any(t.dtype != x.dtype or qparams(t) for t in outs):
+        return None
+    positions = flat_positions(x.shape)
+    parts = [np.take(positions, j, axis=axis) for j in range(len(outs))]
+    if any(tuple(p.shape) != tuple(t.shape) for p, t in zip(parts, outs)):
+        return None
+    return split_statement(parts)

@@ -32,7 +32,7 @@ _HELPERS = ("_numba.py", "_simd.py", "_vmath.py", "_gemm.py")
 _PRELUDE = """import math
 import numpy as np
 from onert_py.backends.jit._numba import clamp, clamp_hi, clamp_lo, kernel
-from onert_py.backends.jit._vmath import NEAR_LIMIT, cos32, cos_near, exp32, logistic32, sin32, sin_near
+from onert_py.backends.jit._vmath import NEAR_LIMIT, cos32, cos_near, erfc32, exp32, logistic32, sin32, sin_near
 """
 
 
@@ -205,6 +205,13 @@ class Statement:
     inputs: tuple[int, ...]
     emit: Callable[[str, list[str], Callable[[str, np.ndarray], str], Callable[[str], str]], list[str]]
     fails: bool = False
+    # An op of several outputs (SPLIT, UNPACK): one statement per output, in order, each reading the
+    # same `inputs` (this statement's own emit is then unused).
+    outputs: tuple["Statement", ...] = ()
+
+    @property
+    def parts(self) -> tuple["Statement", ...]:
+        return self.outputs or (self,)
 
 
 # What a compiled loop returns when a statement meets a value it does not take (Statement.fails).
@@ -237,7 +244,15 @@ def statement(*names: str) -> Callable[[StatementFn], StatementFn]:
 
 def statement_of(op, sg) -> Statement | None:
     fn = STATEMENTS.get(op.kernel_name) if not op.is_custom else None
-    return None if fn is None else fn(op, sg)
+    stmt = None if fn is None else fn(op, sg)
+    return stmt if stmt is not None and len(stmt.parts) == len(op.outputs) else None
+
+
+def split_statement(parts: Sequence[np.ndarray], inputs: tuple[int, ...] = (0,)) -> Statement:
+    """An op whose output j is the elements of its input inputs[0] at positions parts[j] (SPLIT,
+    SPLIT_V, UNPACK)."""
+    gathers = tuple(gather_statement(p, inputs=inputs) for p in parts)
+    return Statement(inputs, gathers[0].emit, outputs=gathers)
 
 
 def gather_statement(index: np.ndarray, offset: Callable[[list[str], Callable[[str], str]], list[str]] | None = None,

@@ -171,6 +171,22 @@ def _hard_swish(op, sg) -> Expr | None:
     return Expr(f"(({{0}} * {relu6}) / np.float32(6.0))", (0,))
 
 
+_GELU_K, _GELU_C, _MINUS_SQRT_HALF = (repr(float(np.float32(v))) for v in (np.sqrt(2 / np.pi), 0.044715, -np.sqrt(0.5)))
+
+
+@expression("GELU")
+def _gelu(op, sg) -> Expr | None:
+    # cpu's formulas and order: 0.5 x erfc(-x / sqrt 2) (erfc32: cpu's approximation), or with
+    # `approximate` 0.5 x (1 + tanh(k (x + c x^3))) (libm's tanhf)
+    ins, out = _dtypes(op, sg)
+    if ins != [_F32] or out != _F32 or _quantized(op, sg):
+        return None
+    if op.options.get("approximate", False):
+        inner = f"np.float32({_GELU_K}) * ({{0}} + ((np.float32({_GELU_C}) * {{0}}) * {{0}}) * {{0}})"
+        return Expr(f"((np.float32(0.5) * {{0}}) * (np.float32(1.0) + np.tanh({inner})))", (0,))
+    return Expr(f"((np.float32(0.5) * {{0}}) * erfc32({{0}} * np.float32({_MINUS_SQRT_HALF})))", (0,))
+
+
 # Expressions used only inside compiled loops (no per-op kernel is registered for them):
 
 @expression("TANH")
@@ -645,7 +661,7 @@ JIT.register("EXP", "LOGISTIC", dtypes=("float32",), accepts=_vector_math_accept
              fusable=True)(vector_math)
 # the per-op kernels (above) join a chain, or start one: a run of elementwise ops is one pass
 for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH",
-              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT"):
+              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT", "GELU"):
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True, epilogue=epilogue_fits)(_per_op)
 
 

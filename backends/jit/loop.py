@@ -100,11 +100,12 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
         out_t = op.outputs[0]
         out_shape = tuple(sg.tensors[out_t].shape)
         if stmt is not None:
-            out = namer.output(out_t)
-            lines = stmt.emit(out, [n for n, _ in inputs],
-                              lambda suffix, value, o=out_t: code.arg(f"{namer.prefix}x{o}_{suffix}", value),
-                              lambda local, o=out_t: f"{namer.prefix}v{o}_{local}")
-            code.lines += [indent + line for line in lines]
+            for out_t, part in zip(op.outputs, stmt.parts):
+                out = namer.output(out_t)
+                lines = part.emit(out, [n for n, _ in inputs],
+                                  lambda suffix, value, o=out_t: code.arg(f"{namer.prefix}x{o}_{suffix}", value),
+                                  lambda local, o=out_t: f"{namer.prefix}v{o}_{local}")
+                code.lines += [indent + line for line in lines]
             continue
         if not _reaches(expr, [s for _, s in inputs], out_shape):
             return None

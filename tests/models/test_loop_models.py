@@ -35,21 +35,25 @@ def test_loop_model_matches_litert(name, shape, n, backends):
 # ---------------------------------------------------------------------------------- loop idioms
 # benchmarks/models/idioms/: small converter-made loops written the ways people write them. Each runs
 # against LiteRT on both backends, and on the jit as one compiled loop (runtime.compiled_loops), with the
-# inner loop of nested_loop and the IF in newton_loop's cond compiled inline.
+# inner loop of nested_loop and the IF in newton_loop's cond compiled inline. lstm_layer / gru_layer:
+# Keras's LSTM and GRU as from_keras_model converts them (a WHILE over the steps; the gates SPLIT).
 
 def _idiom_inputs(name: str, n: int) -> list[np.ndarray]:
     rng = np.random.default_rng(n)
     shapes = {"maxiter_loop": (1,), "range_loop": (), "two_values_loop": (4,), "shift_loop": (8,),
               "rnn_loop": (1, 64), "sequence_loop": (10, 8), "gather_loop": (10, 8), "select_loop": (8,),
-              "tolerance_loop": (8,), "nested_loop": (16,), "newton_loop": ()}
+              "tolerance_loop": (8,), "nested_loop": (16,), "newton_loop": (), "lstm_layer": (1, 24, 8),
+              "gru_layer": (1, 24, 8)}
     v = rng.uniform(0.2, 1.5, shapes[name]).astype(np.float32)
     if name == "newton_loop":
         return [np.array(2.0 + 50 * n, np.float32)]
+    if name in ("lstm_layer", "gru_layer"):   # Keras layers: a fixed step count; n seeds the steps
+        return [rng.normal(size=shapes[name]).astype(np.float32)]
     return [v] if name == "tolerance_loop" else [v, np.array(n, np.int32)]
 
 
 IDIOMS = ("maxiter_loop", "range_loop", "two_values_loop", "shift_loop", "rnn_loop", "sequence_loop",
-          "gather_loop", "select_loop", "tolerance_loop", "nested_loop", "newton_loop")
+          "gather_loop", "select_loop", "tolerance_loop", "nested_loop", "newton_loop", "lstm_layer", "gru_layer")
 
 
 @pytest.mark.parametrize("name", IDIOMS)

@@ -333,3 +333,51 @@ def test_statements_compile_and_match_litert(n):
     for g, c, w in zip(got, cpu, want):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(g, c, rtol=1e-6, atol=1e-7)
+
+
+def _splits_body(sg, ts, sizes=(1, 2)):
+    """v [4, 3] -> SPLIT along axis 0 into two [2, 3], SPLIT_V of v's columns into `sizes`, UNPACK of
+    the first half's rows; recombined (CONCATENATION) into the next v, so every output is read."""
+    i, v = ts
+    f = lambda name, shape: sg.tensor(name, shape, F32)   # noqa: E731
+    top, bottom = f("top", [2, 3]), f("bottom", [2, 3])
+    sg.op("SPLIT", [sg.const("axis0", np.array(0, I32)), v], [top, bottom], num_splits=2)
+    left, right = f("left", [4, 1]), f("right", [4, 2])
+    sg.op("SPLIT_V", [v, sg.const("sizes", np.array(sizes, I32)), sg.const("axis1", np.array([-1], I32))],
+          [left, right], num_splits=2)
+    r0, r1 = f("r0", [3]), f("r1", [3])
+    sg.op("UNPACK", [top], [r0, r1], num=2, axis=0)
+    swapped, rows, shifted = f("swapped", [4, 3]), f("rows", [2, 3]), f("shifted", [4, 3])
+    sg.op("PACK", [r1, r0], [rows], values_count=2, axis=0)
+    sg.op("CONCATENATION", [bottom, rows], [swapped], axis=0, fused_activation_function=0)
+    sg.op("CONCATENATION", [right, left], [shifted], axis=1, fused_activation_function=0)
+    nv = f("v_next", [4, 3])
+    sg.op("SUB", [swapped, sg.const("k05", np.array([0.5], F32))], [f_ := f("half", [4, 3])],
+          fused_activation_function=0)
+    sg.op("ADD", [f_, shifted], [nv], fused_activation_function=0)
+    sg.inputs, sg.outputs = ts, [_step(sg, i), nv]
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_split_statements_compile_and_match_litert(n):
+    """SPLIT, SPLIT_V (a negative axis) and UNPACK inside a compiled loop (the gates of the converter's
+    LSTM / GRU cells are a SPLIT): each output a gather of its part, against LiteRT and the cpu loop,
+    exactly (copies, one ADD and one SUB per element)."""
+    data = _loop(_splits_body, _count_below(n), [("i", [1], I32), ("v", [4, 3], F32)])
+    v = np.arange(12, dtype=F32).reshape(4, 3) / 7
+    got, cpu, compiled = _both(data, [np.zeros(1, I32), v])
+    assert compiled
+    _same(got, cpu)
+    _same(got, run_litert(data, [np.zeros(1, I32), v]))
+
+
+def test_split_v_with_a_remainder_size_runs_on_the_executors():
+    """SPLIT_V with a -1 size is left to the cpu kernel (it resolves the size): the loop is not compiled,
+    and the values are the same."""
+    data = _loop(lambda sg, ts: _splits_body(sg, ts, sizes=(1, -1)), _count_below(3),
+                 [("i", [1], I32), ("v", [4, 3], F32)])
+    v = np.arange(12, dtype=F32).reshape(4, 3) / 7
+    got, cpu, compiled = _both(data, [np.zeros(1, I32), v])
+    assert not compiled
+    _same(got, cpu)
+    _same(got, run_litert(data, [np.zeros(1, I32), v]))
