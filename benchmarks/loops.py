@@ -104,7 +104,7 @@ IDIOMS = {"maxiter_loop": ((1,), 1000), "range_loop": ((), 1000), "two_values_lo
           "shift_loop": ((8,), 1000), "rnn_loop": ((1, 64), 100), "sequence_loop": ((10, 8), 10),
           "gather_loop": ((10, 8), 10), "select_loop": ((8,), 1000), "tolerance_loop": ((8,), None),
           "nested_loop": ((16,), 300), "newton_loop": ((), None), "lstm_layer": ((1, 24, 8), None),
-          "gru_layer": ((1, 24, 8), None)}
+          "gru_layer": ((1, 24, 8), None), "lstm_sequence": ((1, 24, 8), None), "tensor_array_loop": ((8,), 6)}
 
 
 def idiom_times(repeats: int = 21) -> list[tuple[str, dict]]:

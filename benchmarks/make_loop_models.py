@@ -155,14 +155,25 @@ def newton_loop(x):
     return y, i
 
 
+@tf.function(input_signature=[S([8], tf.float32, name="v"), S([], tf.int32, name="n")])
+def tensor_array_loop(v, n):
+    steps = tf.TensorArray(tf.float32, size=6)
+    for t in tf.range(n):
+        v = v * 0.9 + 0.1
+        steps = steps.write(t, v)
+    return steps.stack()
+
+
 IDIOMS = (maxiter_loop, range_loop, two_values_loop, shift_loop, rnn_loop, sequence_loop, gather_loop,
-          select_loop, tolerance_loop, nested_loop, newton_loop)
+          select_loop, tolerance_loop, nested_loop, newton_loop, tensor_array_loop)
 
 
 def _recurrent_model(layer) -> bytes:
     """A Keras recurrent layer over [1, 24, 8] steps as from_keras_model converts it: a WHILE over the
     steps whose body reads step t (GATHER), runs the cell's two FULLY_CONNECTEDs, SPLITs the gates and
-    applies them (LOGISTIC, TANH, MUL, ADD; GRU's recurrent gates by STRIDED_SLICE)."""
+    applies them (LOGISTIC, TANH, MUL, ADD; GRU's recurrent gates by STRIDED_SLICE); with
+    return_sequences, writes step t's output into a list (TensorListSetItem: two SLICEs and a
+    CONCATENATION)."""
     tf.keras.utils.set_random_seed(0)
     xs = tf.keras.Input((24, 8), batch_size=1, name="xs")
     model = tf.keras.Model(xs, layer(16)(xs))
@@ -170,7 +181,8 @@ def _recurrent_model(layer) -> bytes:
 
 
 # Keras layers: converted from a model (with its weights), not from a tf.function
-RECURRENT = {"lstm_layer": tf.keras.layers.LSTM, "gru_layer": tf.keras.layers.GRU}
+RECURRENT = {"lstm_layer": tf.keras.layers.LSTM, "gru_layer": tf.keras.layers.GRU,
+             "lstm_sequence": lambda units: tf.keras.layers.LSTM(units, return_sequences=True)}
 
 
 if __name__ == "__main__":

@@ -21,11 +21,12 @@ from onert_py.backends.cpu._common import NONE
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.array import _split_into
 from onert_py.backends.jit._numba import compile_now, kernel, prange, threads
-from onert_py.backends.jit.codegen import Statement, flat_positions, gather_statement, split_statement, statement
+from onert_py.backends.jit.codegen import GIVE_UP, Statement, flat_positions, gather_statement, split_statement, statement
 from onert_py.backends.jit.elementwise import other_shapes
 from onert_py.backends.registry import JIT, KernelContext, Run
 
 _F32 = np.dtype(np.float32)
+_INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 # Below this many output values the cpu kernel's numpy calls cost no more than the call into numba.
 _MIN_SIZE = 1024
 # From this many output values the rows are split over numba's threads (as conv.py's ops).
@@ -163,6 +164,8 @@ def _concatenation(op, sg) -> Statement | None:
     if got is None:
         return None
     ins, out = got
+    if any(t.is_dynamic or -1 in tuple(t.shape_signature or ()) for t in ins):
+        return _set_item(op, sg)
     shapes = [tuple(t.shape) for t in ins]
     rank = len(out.shape)
     if any(len(s) != rank for s in shapes) or rank == 0:
@@ -269,3 +272,46 @@ def _unpack(op, sg) -> Statement | None:
     if any(tuple(p.shape) != tuple(t.shape) for p, t in zip(parts, outs)):
         return None
     return split_statement(parts)
+
+
+def _producer(sg, t: int):
+    return next((o for o in sg.operations if t in o.outputs), None)
+
+
+def _set_item(op, sg) -> Statement | None:
+    """The converter's TensorListSetItem (a Keras layer's `return_sequences`, a TensorArray written in a
+    loop): CONCATENATION along axis 0 of [SLICE(L, 0, [k, -1, ..]), item, SLICE(L, [k + r, 0, ..], [-1,
+    ..])], the slices' shapes known only at run time. As one statement: L with rows k .. k + r replaced
+    by the item's r rows. begin and size are read at run time and checked against that form (a
+    negative size -1: to the end); anything else gives up, and the executors' SLICE kernels run it."""
+    if len(op.inputs) != 3 or int(op.options.get("axis", 0)) != 0:
+        return None
+    first, second = _producer(sg, op.inputs[0]), _producer(sg, op.inputs[2])
+    if first is None or second is None or first is second or any(
+            p.opcode != "SLICE" or len(p.inputs) != 3 or min(p.inputs) < 0 for p in (first, second)) \
+            or first.inputs[0] != second.inputs[0]:
+        return None
+    whole, item, out = (sg.tensors[t] for t in (first.inputs[0], op.inputs[1], op.outputs[0]))
+    shape = tuple(whole.shape)
+    if not shape or tuple(out.shape) != shape or whole.dtype != out.dtype or item.dtype != out.dtype \
+            or tuple(item.shape)[1:] != shape[1:] or len(item.shape) != len(shape) \
+            or any(tuple(sg.tensors[t].shape) != (len(shape),) or sg.tensors[t].dtype not in _INDEX_TYPES
+                   for t in (*first.inputs[1:], *second.inputs[1:])):
+        return None
+    rows, r = shape[0], int(item.shape[0])
+    inner = int(np.prod(shape[1:], dtype=np.int64))
+
+    def emit(out_name, ins, arg, tmp):
+        x, begin_a, size_a, begin_b, size_b, it = ins
+        k = tmp("k")
+        bad = [f"{begin_a}[0] != 0", f"{k} < 0", f"{k} + {r} > {rows}", f"{begin_b}[0] != {k} + {r}",
+               f"({size_b}[0] != -1 and {size_b}[0] != {rows} - {k} - {r})"]
+        for d in range(1, len(shape)):
+            bad += [f"{begin_a}[{d}] != 0", f"{begin_b}[{d}] != 0",
+                    f"({size_a}[{d}] != -1 and {size_a}[{d}] != {shape[d]})",
+                    f"({size_b}[{d}] != -1 and {size_b}[{d}] != {shape[d]})"]
+        return [f"{k} = np.int64({size_a}[0])", f"if {' or '.join(bad)}:", f"    {GIVE_UP}",
+                f"for q in range({rows * inner}):", f"    {out_name}[q] = {x}[q]",
+                f"for q in range({r * inner}):", f"    {out_name}[{k} * {inner} + q] = {it}[q]"]
+    tensors = (first.inputs[0], *first.inputs[1:], *second.inputs[1:], op.inputs[1])
+    return Statement(tuple(range(6)), emit, fails=True, tensors=tensors, absorbs=(first.index, second.index))

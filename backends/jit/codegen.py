@@ -208,6 +208,11 @@ class Statement:
     # An op of several outputs (SPLIT, UNPACK): one statement per output, in order, each reading the
     # same `inputs` (this statement's own emit is then unused).
     outputs: tuple["Statement", ...] = ()
+    # A statement that stands for several ops: `tensors` (subgraph tensor indices) are what `ins` names
+    # instead of the op's inputs, and `absorbs` the ops (indices) it computes itself, whose outputs
+    # (of shapes known only at run time) nothing else reads: the loop does not compute them.
+    tensors: tuple[int, ...] = ()
+    absorbs: tuple[int, ...] = ()
 
     @property
     def parts(self) -> tuple["Statement", ...]:
@@ -232,7 +237,8 @@ STATEMENTS: dict[str, StatementFn] = {}
 
 def statement(*names: str) -> Callable[[StatementFn], StatementFn]:
     """Decorator: fn(op, subgraph) -> Statement, or None when the op's types, options or shapes are not
-    covered. Called only for ops whose tensors all have static shapes."""
+    covered. Called for ops whose outputs have static shapes; one with inputs of run-time shapes is
+    taken only by a statement that absorbs the ops making them (Statement.absorbs)."""
     def deco(fn: StatementFn) -> StatementFn:
         for n in names:
             if n in STATEMENTS:

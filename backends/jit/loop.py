@@ -75,24 +75,32 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
     another backend)."""
     code, sg = namer.code, ex.subgraph
     before = len(code.lines)
-    for op in _model_operations(ex):
+    ops = _model_operations(ex)
+    spanning = _spanning_statements(ops, sg)
+    absorbed = {i for stmt in spanning.values() for i in stmt.absorbs}
+    for op in ops:
         forced = op_backend.get(f"{sg.index}:{op.index}") or op_backend.get(op.kernel_name)
         if forced is not None and forced != "jit":
             return None
-        if any(not _static(sg.tensors[t]) for t in (*op.inputs, *op.outputs) if t >= 0):
+        if op.index in absorbed:
+            continue
+        stmt = spanning.get(op.index)
+        reads_tensors = stmt.tensors if stmt is not None else op.inputs
+        if any(not _static(sg.tensors[t]) for t in (*reads_tensors, *op.outputs) if t >= 0):
             return None
         if op.kernel_name in _CALLS:
             if _CALLS[op.kernel_name](op, namer, indent, op_backend) is None:
                 return None
             continue
-        expr = expression_of(op, sg)
-        stmt = statement_of(op, sg) if expr is None else None
+        expr = expression_of(op, sg) if stmt is None else None
+        stmt = statement_of(op, sg) if expr is None and stmt is None else stmt
         if expr is None and stmt is None:
             return None
         reads = expr.inputs if expr is not None else stmt.inputs
         inputs = []
         for i in reads:
-            t = op.inputs[i] if i < len(op.inputs) else -1
+            t = (stmt.tensors[i] if stmt is not None and stmt.tensors else
+                 op.inputs[i] if i < len(op.inputs) else -1)
             name = namer(t) if t >= 0 else None
             if name is None:
                 return None
@@ -112,6 +120,23 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
         out = namer.output(out_t)
         code.element_loop(indent, out, expr, inputs, out_shape, lambda j, o=out_t: f"{namer.prefix}i{o}_{j}")
     return code.lines[before:]
+
+
+def _spanning_statements(ops: list, sg) -> dict:
+    """{op index: statement} for the ops with inputs of run-time shapes whose statement absorbs the ops
+    making them (Statement.absorbs), when nothing else reads what those make."""
+    found = {}
+    for op in ops:
+        if op.kernel_name in _CALLS or all(_static(sg.tensors[t]) for t in op.inputs if t >= 0):
+            continue
+        stmt = statement_of(op, sg)
+        if stmt is None or not stmt.absorbs:
+            continue
+        made = {t for o in ops if o.index in stmt.absorbs for t in o.outputs}
+        readers = [o for o in ops if o.index not in stmt.absorbs and o is not op and made & set(o.inputs)]
+        if not readers and not made & set(sg.outputs):
+            found[op.index] = stmt
+    return found
 
 
 def _model_operations(ex) -> list:

@@ -381,3 +381,51 @@ def test_split_v_with_a_remainder_size_runs_on_the_executors():
     assert not compiled
     _same(got, cpu)
     _same(got, run_litert(data, [np.zeros(1, I32), v]))
+
+
+def _set_item_body(sg, ts):
+    """The converter's TensorListSetItem of step i: L [4, 3] with row i replaced by v' = v * 0.5 + 1, as
+    SLICE(L, [0, 0], [i, -1]), the item, SLICE(L, [i + 1, 0], [-1, -1]) joined by CONCATENATION (the
+    slices of run-time shapes [-1, -1] / [-1, 3])."""
+    i, lst, v = ts
+    nv, item = sg.tensor("v_next", [3], F32), sg.tensor("item", [1, 3], F32)
+    sg.op("MUL", [v, sg.const("half", np.array([0.5], F32))], [h := sg.tensor("h", [3], F32)],
+          fused_activation_function=0)
+    sg.op("ADD", [h, sg.const("one_f", np.array([1.0], F32))], [nv], fused_activation_function=0)
+    sg.op("RESHAPE", [nv, sg.const("row_shape", np.array([1, 3], I32))], [item])
+    ni = _step(sg, i)
+    size_a, begin_b = sg.tensor("size_a", [2], I32), sg.tensor("begin_b", [2], I32)
+    sg.op("CONCATENATION", [i, sg.const("minus1", np.array([-1], I32))], [size_a], axis=0, fused_activation_function=0)
+    sg.op("CONCATENATION", [ni, sg.const("zero", np.array([0], I32))], [begin_b], axis=0, fused_activation_function=0)
+    head, tail, new = sg.tensor("head", [-1, -1], F32), sg.tensor("tail", [-1, 3], F32), sg.tensor("new", [4, 3], F32)
+    sg.op("SLICE", [lst, sg.const("begin_a", np.array([0, 0], I32)), size_a], [head])
+    sg.op("SLICE", [lst, begin_b, sg.const("to_end", np.array([-1, -1], I32))], [tail])
+    sg.op("CONCATENATION", [head, item, tail], [new], axis=0, fused_activation_function=0)
+    sg.inputs, sg.outputs = ts, [ni, new, nv]
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_set_item_compiles_and_matches_litert(n):
+    """A list written row by row (Keras's return_sequences, a TensorArray) compiles as one statement:
+    the values of LiteRT and of the cpu loop, exactly (copies and one MUL, one ADD per element)."""
+    data = _loop(_set_item_body, _count_below(n), [("i", [1], I32), ("list", [4, 3], F32), ("v", [3], F32)])
+    inputs = [np.zeros(1, I32), np.full((4, 3), -7.0, F32), np.array([0.1, 0.2, 0.3], F32)]
+    given = [x.copy() for x in inputs]
+    got, cpu, compiled = _both(data, inputs)
+    assert compiled
+    _same(got, cpu)
+    _same(got, run_litert(data, inputs))
+    for x, y in zip(inputs, given):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_set_item_past_the_end_gives_the_slice_error():
+    """A fifth row for a list of 4: the compiled loop gives up and the executors raise SLICE's error on
+    both backends, as LiteRT fails (its SLICE: "Invalid begin")."""
+    data = _loop(_set_item_body, _count_below(5), [("i", [1], I32), ("list", [4, 3], F32), ("v", [3], F32)])
+    inputs = [np.zeros(1, I32), np.zeros((4, 3), F32), np.ones(3, F32)]
+    for backends in ("jit;cpu", "cpu"):
+        with pytest.raises(onert_py.ExecutionError, match="SLICE.*out of range"):
+            _session(data, backends).infer(inputs)
+    with pytest.raises(RuntimeError, match="SLICE"):
+        run_litert(data, inputs)
