@@ -43,8 +43,9 @@ def _run(a, b, bias, lo=-np.inf, hi=np.inf, chunks=1, by_columns=False):
 
 
 # N around the panel (2 vectors) and half-panel (1 vector) widths; M around the 6- and 8-row blocks
+# and every leftover of the 6-row block (taken 3, 2 and 1 rows at a time)
 NS = sorted({1, 2, LANES - 1, LANES, LANES + 1, PANEL - 1, PANEL, PANEL + 3, PANEL + LANES, 2 * PANEL + 5})
-MS = [1, 5, 6, 7, 8, 13, 50]
+MS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 50]
 
 
 @pytest.mark.parametrize("n", NS)
@@ -82,6 +83,19 @@ def test_gemm_sums_in_order_with_fused_multiply_adds():
     got = _run(a, b, np.zeros(1, np.float32))
     assert got[0, 0] == acc
     assert acc != np.float32(a[0].astype(np.float64) @ b[:, 0].astype(np.float64))   # the order shows
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 5, 10, 11])
+def test_row_blocks_give_each_row_its_own_bits(m):
+    """The 6-, 3-, 2- and 1-row blocks sum each output in the same order: a matrix's rows have the bits
+    of the same rows computed one at a time."""
+    g = np.random.default_rng(m)
+    a = g.normal(size=(m, 70)).astype(np.float32)
+    b = g.normal(size=(70, PANEL + 3)).astype(np.float32)
+    bias = g.normal(size=PANEL + 3).astype(np.float32)
+    whole = _run(a, b, bias)
+    for r in range(m):
+        np.testing.assert_array_equal(whole[r], _run(a[r:r + 1].copy(), b, bias)[0])
 
 
 def test_gemm_threads_give_the_same_bits():
