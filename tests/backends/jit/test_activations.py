@@ -177,8 +177,8 @@ def test_plain_unary_bit_exact(op, formula):
 
 @pytest.mark.parametrize("approximate", [False, True], ids=["erfc", "tanh"])
 def test_gelu_runs_compiled_and_matches(approximate):
-    """GELU (a transformer's FFN activation; 43 µs a call on cpu for [1, 16, 128]): the jit expression
-    follows the cpu kernel's float32 steps (erfc32: the same approximation, exp32 for numpy's exp; libm's
+    """GELU (a transformer's FFN activation; 40 µs a call on cpu for [1, 16, 128]): the jit expression
+    (the per-op kernel of the erfc form; both forms inside compiled loops) follows the cpu kernel's float32 steps (erfc32: the same approximation, exp32 for numpy's exp; libm's
     tanhf for np.tanh), so within a few ulp of it; against LiteRT and float64 erfc / tanh within the
     conformance tolerance."""
     import math
@@ -188,7 +188,8 @@ def test_gelu_runs_compiled_and_matches(approximate):
     mb = single_op_model("GELU", [("x", list(xs), np.float32)], [("y", list(xs), np.float32)],
                          approximate=approximate)
     backends, got = _run(mb, [x], "jit;cpu")
-    assert backends == ["jit"]
+    # the tanh form stays with cpu outside loops (libm's tanhf one element at a time is 9x slower)
+    assert backends == (["cpu"] if approximate else ["jit"])
     # the tanh form cancels in 1 + tanh(..) for x << 0: an ulp of tanh there is |x| * 2**-24 of the result
     tail = 1e-6 if approximate else 1e-37
     np.testing.assert_allclose(got, _run(mb, [x], "cpu")[1], rtol=1e-6, atol=tail, equal_nan=True)

@@ -429,3 +429,21 @@ def test_set_item_past_the_end_gives_the_slice_error():
             _session(data, backends).infer(inputs)
     with pytest.raises(RuntimeError, match="SLICE"):
         run_litert(data, inputs)
+
+
+@pytest.mark.parametrize("approximate", [False, True], ids=["erfc", "tanh"])
+def test_gelu_in_a_compiled_loop(approximate):
+    """GELU's expression (erfc32, or libm's tanhf for the tanh form) inside a compiled loop: within the
+    float tolerance of the cpu loop and of LiteRT (the tanh form cancels in 1 + tanh for x << 0)."""
+    def body(sg, ts):
+        i, v = ts
+        g, nv = sg.tensor("g", [4, 8], F32), sg.tensor("v_next", [4, 8], F32)
+        sg.op("GELU", [v], [g], approximate=approximate)
+        sg.op("MUL", [g, sg.const("k", np.array([1.5], F32))], [nv], fused_activation_function=0)
+        sg.inputs, sg.outputs = ts, [_step(sg, i), nv]
+    data = _loop(body, _count_below(3), [("i", [1], I32), ("v", [4, 8], F32)])
+    inputs = [np.zeros(1, I32), np.linspace(-6, 4, 32, dtype=F32).reshape(4, 8)]
+    out, cpu, compiled = _both(data, inputs)
+    assert compiled
+    assert_close(out, cpu, rtol=1e-5, atol=1e-6)
+    assert_close(out, run_litert_builtin(data, inputs), rtol=1e-5, atol=1e-6)
