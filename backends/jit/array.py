@@ -21,7 +21,8 @@ from onert_py.backends.cpu._common import NONE
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.array import _split_into
 from onert_py.backends.jit._numba import compile_now, kernel, prange, threads
-from onert_py.backends.jit.codegen import GIVE_UP, Statement, flat_positions, gather_statement, split_statement, statement
+from onert_py.backends.jit.codegen import (GIVE_UP, Statement, flat_positions, gather_statement, split_statement,
+                                            statement)
 from onert_py.backends.jit.elementwise import other_shapes
 from onert_py.backends.registry import JIT, KernelContext, Run
 
@@ -158,7 +159,7 @@ def _joined(op, sg) -> tuple[list, object] | None:
     return ins, out
 
 
-@statement("CONCATENATION")
+@statement("CONCATENATION", spans=True)
 def _concatenation(op, sg) -> Statement | None:
     got = _joined(op, sg)
     if got is None:

@@ -233,17 +233,21 @@ def flat_positions(shape: Sequence[int]) -> np.ndarray:
 
 StatementFn = Callable[[object, object], "Statement | None"]
 STATEMENTS: dict[str, StatementFn] = {}
+# ops whose statement function also takes inputs of run-time shapes (to absorb the ops making them)
+SPANNING: set[str] = set()
 
 
-def statement(*names: str) -> Callable[[StatementFn], StatementFn]:
+def statement(*names: str, spans: bool = False) -> Callable[[StatementFn], StatementFn]:
     """Decorator: fn(op, subgraph) -> Statement, or None when the op's types, options or shapes are not
-    covered. Called for ops whose outputs have static shapes; one with inputs of run-time shapes is
-    taken only by a statement that absorbs the ops making them (Statement.absorbs)."""
+    covered. Called for ops whose tensors have static shapes; with `spans`, also for ops with inputs of
+    run-time shapes, which it takes only by absorbing the ops making them (Statement.absorbs)."""
     def deco(fn: StatementFn) -> StatementFn:
         for n in names:
             if n in STATEMENTS:
                 raise RuntimeError(f"jit loop statement {n} registered twice")
             STATEMENTS[n] = fn
+            if spans:
+                SPANNING.add(n)
         return fn
     return deco
 

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from onert_py.backends.jit._numba import compile_now
-from onert_py.backends.jit.codegen import NOT_TAKEN, Code, compile_source, statement_of
+from onert_py.backends.jit.codegen import NOT_TAKEN, SPANNING, Code, compile_source, statement_of
 from onert_py.backends.jit.elementwise import expression_of
 
 _TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.bool_, np.int8, np.uint8,
@@ -127,7 +127,7 @@ def _spanning_statements(ops: list, sg) -> dict:
     making them (Statement.absorbs), when nothing else reads what those make."""
     found = {}
     for op in ops:
-        if op.kernel_name in _CALLS or all(_static(sg.tensors[t]) for t in op.inputs if t >= 0):
+        if op.is_custom or op.kernel_name not in SPANNING or all(_static(sg.tensors[t]) for t in op.inputs if t >= 0):
             continue
         stmt = statement_of(op, sg)
         if stmt is None or not stmt.absorbs:

@@ -447,3 +447,21 @@ def test_gelu_in_a_compiled_loop(approximate):
     assert compiled
     assert_close(out, cpu, rtol=1e-5, atol=1e-6)
     assert_close(out, run_litert_builtin(data, inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_a_reduction_of_a_run_time_shape_leaves_the_loop_to_the_executors():
+    """SUM over SLICE(v, [0], [i]) (a shape known only at run time) has no statement: the loop runs on
+    the executors (no crash while looking for one), with the values of the cpu loop and LiteRT."""
+    def body(sg, ts):
+        i, v = ts
+        head, total, nv = sg.tensor("head", [-1], F32), sg.tensor("total", [], F32), sg.tensor("v_next", [6], F32)
+        sg.op("SLICE", [v, sg.const("b0", np.array([0], I32)), i], [head])
+        sg.op("SUM", [head, sg.const("ax", np.array([0], I32))], [total], keep_dims=False)
+        sg.op("ADD", [v, total], [nv], fused_activation_function=0)
+        sg.inputs, sg.outputs = ts, [_step(sg, i), nv]
+    data = _loop(body, _count_below(4), [("i", [1], I32), ("v", [6], F32)])
+    inputs = [np.zeros(1, I32), np.linspace(0.1, 0.6, 6, dtype=F32)]
+    out, cpu, compiled = _both(data, inputs)
+    assert not compiled
+    _same(out, cpu)
+    assert_close(out, run_litert(data, inputs), rtol=1e-6, atol=0)
