@@ -608,16 +608,21 @@ def _erfc(x):
     return np.where(x >= 0, r, _F32(2) - r)
 
 
+# GELU's constants (the jit expression reads them too): the tanh form's sqrt(2 / pi) and 0.044715, and
+# the erfc form's -1 / sqrt(2)
+GELU_K, GELU_C, GELU_MINUS_SQRT_HALF = _F32(np.sqrt(2.0 / np.pi)), _F32(0.044715), _F32(-np.sqrt(0.5))
+
+
 @CPU.register("GELU", dtypes=_FLOATS)
 def gelu(ctx: KernelContext) -> Run:
     half, one = _F32(0.5), _F32(1)
     if ctx.options.get("approximate", False):
-        k, c = _F32(np.sqrt(2.0 / np.pi)), _F32(0.044715)
+        k, c = GELU_K, GELU_C
 
         def fn(x):
             return half * x * (one + np.tanh(k * (x + c * x * x * x)))
     else:
-        m = _F32(-np.sqrt(0.5))
+        m = GELU_MINUS_SQRT_HALF
 
         def fn(x):
             # 0.5 x erfc(-x / sqrt 2): LiteRT's form, which keeps precision for large negative x.

@@ -24,10 +24,10 @@ from onert_py.backends.jit._numba import compile_now, kernel, prange, threads
 from onert_py.backends.jit.codegen import (GIVE_UP, Statement, flat_positions, gather_statement, split_statement,
                                             statement)
 from onert_py.backends.jit.elementwise import other_shapes
+from onert_py.backends.jit.indexing import INDEX_TYPES
 from onert_py.backends.registry import JIT, KernelContext, Run
 
 _F32 = np.dtype(np.float32)
-_INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 # Below this many output values the cpu kernel's numpy calls cost no more than the call into numba.
 _MIN_SIZE = 1024
 # From this many output values the rows are split over numba's threads (as conv.py's ops).
@@ -192,8 +192,14 @@ def _pack(op, sg) -> Statement | None:
     if any(tuple(t.shape) != shape for t in ins) or not 0 <= axis <= len(shape) \
             or tuple(out.shape) != shape[:axis] + (len(ins),) + shape[axis:]:
         return None
-    positions = flat_positions(out.shape)
-    return _placed([np.take(positions, j, axis=axis) for j in range(len(ins))])
+    return _placed(_slices_along(out.shape, axis, len(ins)))
+
+
+def _slices_along(shape, axis: int, n: int) -> list[np.ndarray]:
+    """The flat positions of an array of `shape` at index j of `axis`, for j < n (PACK's inputs in its
+    output; UNPACK's outputs in its input)."""
+    positions = flat_positions(shape)
+    return [np.take(positions, j, axis=axis) for j in range(n)]
 
 
 @statement("TRANSPOSE")
@@ -268,8 +274,7 @@ def _unpack(op, sg) -> Statement | None:
     if not 0 <= axis < rank or x.shape[axis] != len(outs) or qparams(x) \
             or any(t.dtype != x.dtype or qparams(t) for t in outs):
         return None
-    positions = flat_positions(x.shape)
-    parts = [np.take(positions, j, axis=axis) for j in range(len(outs))]
+    parts = _slices_along(x.shape, axis, len(outs))
     if any(tuple(p.shape) != tuple(t.shape) for p, t in zip(parts, outs)):
         return None
     return split_statement(parts)
@@ -296,7 +301,7 @@ def _set_item(op, sg) -> Statement | None:
     shape = tuple(whole.shape)
     if not shape or tuple(out.shape) != shape or whole.dtype != out.dtype or item.dtype != out.dtype \
             or tuple(item.shape)[1:] != shape[1:] or len(item.shape) != len(shape) \
-            or any(tuple(sg.tensors[t].shape) != (len(shape),) or sg.tensors[t].dtype not in _INDEX_TYPES
+            or any(tuple(sg.tensors[t].shape) != (len(shape),) or sg.tensors[t].dtype not in INDEX_TYPES
                    for t in (*first.inputs[1:], *second.inputs[1:])):
         return None
     rows, r = shape[0], int(item.shape[0])

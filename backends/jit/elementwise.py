@@ -16,6 +16,7 @@ import numpy as np
 
 from onert_py.backends.cpu._common import NONE
 from onert_py.backends.cpu._quant import qparams
+from onert_py.backends.cpu.activations import GELU_C, GELU_K, GELU_MINUS_SQRT_HALF
 from onert_py.backends.cpu.elementwise import PairLookup, _activation_range, _broadcasts
 from onert_py.backends.jit._numba import compile_now, kernel
 from onert_py.backends.jit.codegen import Code, Expr, channel_loop, clamp, compile_source
@@ -171,7 +172,7 @@ def _hard_swish(op, sg) -> Expr | None:
     return Expr(f"(({{0}} * {relu6}) / np.float32(6.0))", (0,))
 
 
-_GELU_K, _GELU_C, _MINUS_SQRT_HALF = (repr(float(np.float32(v))) for v in (np.sqrt(2 / np.pi), 0.044715, -np.sqrt(0.5)))
+_GELU_K, _GELU_C, _MINUS_SQRT_HALF = (repr(float(v)) for v in (GELU_K, GELU_C, GELU_MINUS_SQRT_HALF))
 
 
 @expression("GELU")

@@ -13,7 +13,8 @@ import numpy as np
 from onert_py.backends.cpu.indexing import strided_slice_index, strided_slice_items
 from onert_py.backends.jit.codegen import GIVE_UP, Statement, flat_positions, gather_statement, statement
 
-_INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
+# the index types of positions, begins and sizes read at run time (also jit/array.py's set-item)
+INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def _tensors(op, sg):
@@ -26,7 +27,7 @@ def _fits(index: np.ndarray, out) -> bool:
 
 
 def _ints(t) -> tuple[int, ...] | None:
-    if t is None or t.data is None or t.dtype not in _INDEX_TYPES:
+    if t is None or t.data is None or t.dtype not in INDEX_TYPES:
         return None
     return tuple(int(x) for x in np.ravel(t.data))
 
@@ -56,7 +57,7 @@ def _strided_slice_at_run_time(op, x, begin, out, strides) -> Statement | None:
     takes the whole axis (begin and end masks both set, so begin and end are not read there)."""
     opts = op.options
     bm, em, sam = (int(opts.get(k, 0)) for k in ("begin_mask", "end_mask", "shrink_axis_mask"))
-    if int(opts.get("ellipsis_mask", 0)) or int(opts.get("new_axis_mask", 0)) or begin.dtype not in _INDEX_TYPES:
+    if int(opts.get("ellipsis_mask", 0)) or int(opts.get("new_axis_mask", 0)) or begin.dtype not in INDEX_TYPES:
         return None
     n, shape = len(strides), tuple(x.shape)
     if tuple(begin.shape) != (n,) or n > len(shape):
@@ -111,7 +112,7 @@ def _gather(op, sg) -> Statement | None:
     if len(ins) != 2 or any(t is None for t in ins) or ins[0].dtype != out.dtype:
         return None
     x, positions = ins
-    if positions.dtype not in _INDEX_TYPES or int(op.options.get("batch_dims", 0)):
+    if positions.dtype not in INDEX_TYPES or int(op.options.get("batch_dims", 0)):
         return None
     shape = tuple(x.shape)
     axis = int(op.options.get("axis", 0))

@@ -84,23 +84,23 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
             return None
         if op.index in absorbed:
             continue
-        stmt = spanning.get(op.index)
-        reads_tensors = stmt.tensors if stmt is not None else op.inputs
-        if any(not _static(sg.tensors[t]) for t in (*reads_tensors, *op.outputs) if t >= 0):
+        expr, stmt = None, spanning.get(op.index)
+        sources = stmt.tensors if stmt is not None else op.inputs   # the tensors `reads` index
+        if any(not _static(sg.tensors[t]) for t in (*sources, *op.outputs) if t >= 0):
             return None
         if op.kernel_name in _CALLS:
             if _CALLS[op.kernel_name](op, namer, indent, op_backend) is None:
                 return None
             continue
-        expr = expression_of(op, sg) if stmt is None else None
-        stmt = statement_of(op, sg) if expr is None and stmt is None else stmt
+        if stmt is None:
+            expr = expression_of(op, sg)
+            stmt = statement_of(op, sg) if expr is None else None
         if expr is None and stmt is None:
             return None
         reads = expr.inputs if expr is not None else stmt.inputs
         inputs = []
         for i in reads:
-            t = (stmt.tensors[i] if stmt is not None and stmt.tensors else
-                 op.inputs[i] if i < len(op.inputs) else -1)
+            t = sources[i] if i < len(sources) else -1
             name = namer(t) if t >= 0 else None
             if name is None:
                 return None

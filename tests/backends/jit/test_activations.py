@@ -4,6 +4,8 @@ ops' expressions): taken for large static float32 tensors, bit for bit the cpu b
 the shapes they leave to cpu."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -181,7 +183,6 @@ def test_gelu_runs_compiled_and_matches(approximate):
     (the per-op kernel of the erfc form; both forms inside compiled loops) follows the cpu kernel's float32 steps (erfc32: the same approximation, exp32 for numpy's exp; libm's
     tanhf for np.tanh), so within a few ulp of it; against LiteRT and float64 erfc / tanh within the
     conformance tolerance."""
-    import math
     xs = (1, 16, 128)
     x = _x(xs, 7)
     x.reshape(-1)[SPECIAL.size:SPECIAL.size + 8] = [-20.0, -9.0, -5.5, 5.5, 9.0, 1e-6, -1e-6, 0.5]

@@ -351,10 +351,9 @@ def _splits_body(sg, ts, sizes=(1, 2)):
     sg.op("PACK", [r1, r0], [rows], values_count=2, axis=0)
     sg.op("CONCATENATION", [bottom, rows], [swapped], axis=0, fused_activation_function=0)
     sg.op("CONCATENATION", [right, left], [shifted], axis=1, fused_activation_function=0)
-    nv = f("v_next", [4, 3])
-    sg.op("SUB", [swapped, sg.const("k05", np.array([0.5], F32))], [f_ := f("half", [4, 3])],
-          fused_activation_function=0)
-    sg.op("ADD", [f_, shifted], [nv], fused_activation_function=0)
+    lowered, nv = f("lowered", [4, 3]), f("v_next", [4, 3])
+    sg.op("SUB", [swapped, sg.const("k05", np.array([0.5], F32))], [lowered], fused_activation_function=0)
+    sg.op("ADD", [lowered, shifted], [nv], fused_activation_function=0)
     sg.inputs, sg.outputs = ts, [_step(sg, i), nv]
 
 
@@ -388,9 +387,8 @@ def _set_item_body(sg, ts):
     SLICE(L, [0, 0], [i, -1]), the item, SLICE(L, [i + 1, 0], [-1, -1]) joined by CONCATENATION (the
     slices of run-time shapes [-1, -1] / [-1, 3])."""
     i, lst, v = ts
-    nv, item = sg.tensor("v_next", [3], F32), sg.tensor("item", [1, 3], F32)
-    sg.op("MUL", [v, sg.const("half", np.array([0.5], F32))], [h := sg.tensor("h", [3], F32)],
-          fused_activation_function=0)
+    h, nv, item = sg.tensor("h", [3], F32), sg.tensor("v_next", [3], F32), sg.tensor("item", [1, 3], F32)
+    sg.op("MUL", [v, sg.const("half", np.array([0.5], F32))], [h], fused_activation_function=0)
     sg.op("ADD", [h, sg.const("one_f", np.array([1.0], F32))], [nv], fused_activation_function=0)
     sg.op("RESHAPE", [nv, sg.const("row_shape", np.array([1, 3], I32))], [item])
     ni = _step(sg, i)
