@@ -175,6 +175,10 @@ class Backend:
         # its kernels compile on their first call (numba): the compiler runs each once on zeros while
         # the session is created, so that compiling is paid there and not in the first inference
         self.compiles_lazily = compiles_lazily
+        # compile_segments(executor, op_backend, now): replaces runs of an executor's prepared operations
+        # by kernels of this backend computing each run at once (the jit backend's compiled segments);
+        # `now`: compile them at once, else on first run
+        self.compile_segments: Callable | None = None
         self.kernels: dict[str, Prepare] = {}
         self.dtypes: dict[str, tuple[str, ...]] = {}
         self.attrs: dict[str, KernelAttrs] = {}

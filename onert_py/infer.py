@@ -90,7 +90,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
                  preserve_all_tensors: bool = False, op_backend: str | dict | None = None,
                  num_threads: int | None = None, timeout: float | None = None,
                  max_memory: int | float | str | None = None, executor: str | None = None,
-                 parallel_iterations: int = 10, inter_op_threads: int | None = None, fuse_ops: bool = True):
+                 parallel_iterations: int = 10, inter_op_threads: int | None = None, fuse_ops: bool = True,
+                 segments: bool = True):
         if controlflow_copy not in ("reference", "all"):
             raise ValueError(f"controlflow_copy must be 'reference' or 'all', not {controlflow_copy!r}")
         t0 = time.perf_counter()
@@ -115,6 +116,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         if not fuse_ops or self._dataflow is not None:
             self.runtime.options.fuse_ops = False
         self._dataflow_executors: dict = {}
+        # segments: the jit backend may compile runs of small ops as one kernel (jit/segment.py)
+        self._segments = segments
         # one run at a time: a second thread's infer waits (threads.RunLock)
         self._lock = RunLock()
         self._backends, self._op_backend = _loadable(backends), op_backend
@@ -142,9 +145,10 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         if signature is not None:
             self.select_signature(signature)
 
-    def _compile(self, model: Model):
+    def _compile(self, model: Model, segments: bool = True):
         with thread_limit(self.runtime.options.num_threads):   # the jit backend compiles with them
-            return compile_model(model, self.runtime, self._backends, self._op_backend)
+            return compile_model(model, self.runtime, self._backends, self._op_backend,
+                                 segments=segments and self._segments)
 
     def _use_shapes(self, shapes: tuple) -> bool:
         """Make the executors compiled for these input shapes of the selected subgraph current (a
@@ -428,7 +432,10 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
                 gm.model, self._backends, controlflow_copy=self.runtime.options.controlflow_copy,
                 max_while_iterations=self.runtime.options.max_while_iterations, op_backend=self._op_backend,
                 num_threads=self.runtime.options.num_threads, timeout=self.runtime.options.timeout,
-                max_memory=self.runtime.options.max_memory))
+                max_memory=self.runtime.options.max_memory,
+                # a backward model per `wrt`: its long runs of small ops would each be a segment to
+                # compile (seconds with numba) for a model often run a few times
+                segments=False))
         gm, grad_session = cached
         with self._lock:
             return self._gradients(gm, grad_session, inputs, output_gradients)

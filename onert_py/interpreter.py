@@ -245,8 +245,8 @@ class Interpreter:
         # Compiled per set of input shapes when the model has dynamic shapes or inputs are resized
         # (compiler/specialize.py): the key of the current set (None: the model as it is)
         self._dynamic = has_dynamic_shapes(self._model)
-        self._variants = Specializations(lambda m: compile_model(m, self._runtime, self._backends,
-                                                                 self._op_backend))
+        self._variants = Specializations(lambda m, segments: compile_model(m, self._runtime, self._backends,
+                                                                           self._op_backend, segments=segments))
         # FULL policy (the shapes kernels meet) for specializing, the budget checked
         self._static_shapes = ShapeCache(self._model, max_entries=8, max_memory=self._runtime.options.max_memory)
         self._compiled_key: tuple | None = None

@@ -227,10 +227,18 @@ def fused_into(ex) -> dict[int, int]:
 
 
 def fused_line(sess) -> str | None:
-    """"43 ops fused into the kernels of the ops beside them (timed with them): PRELU×23, ADD×20"."""
+    """"43 ops fused into the kernels of the ops beside them (timed with them): PRELU×23, ADD×20", and
+    a line for the ops run inside compiled segments."""
     names = {(sg.index, op.index): op.kernel_name for sg in sess.model.subgraphs for op in sg.operations}
-    fused = [names[ex.index, f] for ex in sess.executors for f in fused_into(ex)]
-    return _ops_line(fused, "fused into the kernels of the ops beside them (timed with them)")
+    fused = [names[ex.index, f] for ex in sess.executors for op in ex.operations if not op.segment
+             for f in (*op.prologue, *op.fused)]
+    segments = [op for ex in sess.executors for op in ex.operations if op.segment]
+    inside = [names[ex.index, i] for ex in sess.executors for op in ex.operations if op.segment
+              for i in (op.index, *op.fused)]
+    lines = [_ops_line(fused, "fused into the kernels of the ops beside them (timed with them)"),
+             _ops_line(inside, f"run inside {len(segments)} compiled segment(s) of the jit backend, timed as "
+                               f"{SEGMENT} rows (ONERT_PY_JIT_SEGMENTS=0 times them op by op)")]
+    return "\n".join(line for line in lines if line) or None
 
 
 def folded_line(folded: Sequence[tuple[int, int, str]]) -> str | None:
@@ -295,8 +303,13 @@ def op_rows(sess, input_shapes: Sequence[Sequence[int]], timing: _RunProfile | N
     return rows
 
 
+# the op type the profile gives a compiled segment (a run of ops the jit backend computes at once)
+SEGMENT = "(segment)"
+
+
 def _op_names(sess) -> dict[tuple[int, int], str]:
-    return {(ex.index, op.index): op.kernel_name for ex in sess.executors for op in ex.operations}
+    return {(ex.index, op.index): SEGMENT if op.segment else op.kernel_name
+            for ex in sess.executors for op in ex.operations}
 
 
 def _op_backends(sess) -> dict[tuple[int, int], str]:

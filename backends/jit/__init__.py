@@ -47,6 +47,9 @@ def load() -> bool:
     for family in _FAMILIES:
         if importlib.util.find_spec(f"{__name__}.{family}") is not None:
             importlib.import_module(f"{__name__}.{family}")
+    from onert_py.backends.jit.segment import compile_segments
+    from onert_py.backends.registry import JIT
+    JIT.compile_segments = compile_segments
     _state["loaded"] = True
     return True
 

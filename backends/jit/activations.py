@@ -11,6 +11,7 @@ import numpy as np
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.activations import Softmax8
 from onert_py.backends.jit._numba import compile_now, kernel
+from onert_py.backends.jit.codegen import Statement, statement
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 _F32 = np.float32
@@ -89,3 +90,41 @@ def softmax_quantized(ctx: KernelContext) -> Run:
         _softmax_rows(np.ascontiguousarray(x).reshape(-1, n), table, s_out, z_out, lo, hi, trunc, y.reshape(-1, n))
         v[o] = y
     return run
+
+
+# ------------------------------------------------------------ inside compiled loops and segments
+
+@statement("SOFTMAX")
+def _softmax_in_loop(op, sg) -> Statement | None:
+    """float32 SOFTMAX over the last axis in the cpu kernel's steps, row by row: the max, (x - max) *
+    beta, exp (exp32 for numpy's exp), the sum (in order: numpy's is pairwise past 8 values, a last-bit
+    difference), each value divided by it. A NaN in a row makes its sum NaN, so the whole row NaN, as
+    numpy's NaN max does."""
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return None
+    x, y = sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]]
+    if (x.dtype != _F32 or y.dtype != _F32 or not x.shape or tuple(x.shape) != tuple(y.shape)
+            or qparams(x) is not None or qparams(y) is not None or x.shape[-1] == 0):
+        return None
+    c = int(x.shape[-1])
+    rows = int(np.prod(x.shape, dtype=np.int64)) // c
+    beta = _F32(op.options.get("beta", 1.0))
+    scaled = "" if beta == 1 else f" * np.float32({float(beta)!r})"
+
+    def emit(out, ins, arg, tmp):
+        r, j, top, v, e, total = (tmp(n) for n in ("r", "j", "top", "v", "e", "total"))
+        at = f"{r} * {c} + {j}"
+        return [f"for {r} in range({rows}):",
+                f"    {top} = {ins[0]}[{r} * {c}]",
+                f"    for {j} in range(1, {c}):",
+                f"        {v} = {ins[0]}[{at}]",
+                f"        if {v} > {top}:",
+                f"            {top} = {v}",
+                f"    {total} = np.float32(0.0)",
+                f"    for {j} in range({c}):",
+                f"        {e} = exp32(({ins[0]}[{at}] - {top}){scaled})",
+                f"        {out}[{at}] = {e}",
+                f"        {total} += {e}",
+                f"    for {j} in range({c}):",
+                f"        {out}[{at}] = {out}[{at}] / {total}"]
+    return Statement((0,), emit)

@@ -32,6 +32,7 @@ _HELPERS = ("_numba.py", "_simd.py", "_vmath.py", "_gemm.py")
 _PRELUDE = """import math
 import numpy as np
 from onert_py.backends.jit._numba import clamp, clamp_hi, clamp_lo, kernel
+from onert_py.backends.jit._gemm import _rows_of as gemm_rows
 from onert_py.backends.jit._vmath import NEAR_LIMIT, cos32, cos_near, erfc32, exp32, logistic32, sin32, sin_near
 """
 
@@ -213,6 +214,12 @@ class Statement:
     # (of shapes known only at run time) nothing else reads: the loop does not compute them.
     tensors: tuple[int, ...] = ()
     absorbs: tuple[int, ...] = ()
+    # The op through the packed GEMM (jit/_gemm.py: sums with fused multiply-adds, so other last bits
+    # than the executors' BLAS kernels), which compiled segments use in place of this statement; whole
+    # loops keep this one, whose results tests compare bit for bit with the executors'. `segment_only`:
+    # this statement is such a one itself (no form for loops).
+    packed: "Statement | None" = None
+    segment_only: bool = False
 
     @property
     def parts(self) -> tuple["Statement", ...]:

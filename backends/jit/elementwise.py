@@ -140,6 +140,7 @@ def _logical_not(op, sg) -> Expr | None:
 
 _UNARY_F32 = {"NEG": "(-{0})", "ABS": "abs({0})", "SQUARE": "({0} * {0})", "SIN": "sin32({0})",
               "COS": "cos32({0})", "EXP": "exp32({0})", "LOGISTIC": "logistic32({0})", "SQRT": "np.sqrt({0})",
+              "RSQRT": "(np.float32(1.0) / np.sqrt({0}))",
               "RELU": clamp("{0}", 0.0, None, _F32), "RELU6": clamp("{0}", 0.0, 6.0, _F32),
               "RELU_N1_TO_1": clamp("{0}", -1.0, 1.0, _F32)}
 
@@ -160,6 +161,16 @@ def _prelu(op, sg) -> Expr | None:
     if ins != [_F32, _F32] or out != _F32 or _quantized(op, sg):
         return None
     return Expr("({0} if {0} >= np.float32(0.0) else {0} * {1})")
+
+
+@expression("LEAKY_RELU")
+def _leaky_relu(op, sg) -> Expr | None:
+    # the cpu kernel's x > 0 ? x : x * alpha (NaN and -0.0 take the alpha side), one multiply: its bits
+    ins, out = _dtypes(op, sg)
+    if ins != [_F32] or out != _F32 or _quantized(op, sg):
+        return None
+    alpha = float(np.float32(op.options.get("alpha", 0.0)))
+    return Expr(f"({{0}} if {{0}} > np.float32(0.0) else {{0}} * np.float32({alpha!r}))", (0,))
 
 
 @expression("HARD_SWISH")
@@ -661,8 +672,8 @@ JIT.register("SIN", "COS", dtypes=("float32",), accepts=_vector_math_accepts, ep
 JIT.register("EXP", "LOGISTIC", dtypes=("float32",), accepts=_vector_math_accepts, epilogue=epilogue_fits,
              fusable=True)(vector_math)
 # the per-op kernels (above) join a chain, or start one: a run of elementwise ops is one pass
-for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "HARD_SWISH",
-              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT"):
+for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "LEAKY_RELU", "HARD_SWISH",
+              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT", "RSQRT"):
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True, epilogue=epilogue_fits)(_per_op)
 # GELU's erfc form (erfc32 vectorises: [1, 64, 512] 180 -> 51 µs); the tanh form stays with cpu outside
 # loops (libm's tanhf one element at a time: 55 -> 493 µs)

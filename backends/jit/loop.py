@@ -36,10 +36,12 @@ class _Namer:
     """Names of one subgraph's tensors in the generated source."""
 
     def __init__(self, code: Code, ex, prefix: str, loop_names: Sequence[str], parent: "_Namer | None" = None,
-                 executors: Callable | None = None):
+                 executors: Callable | None = None, exported: dict[int, str] | None = None):
         self.code, self.ex, self.prefix = code, ex, prefix
         self.sg = ex.subgraph
         self.names = {t: n for t, n in zip(ex.input_indices, loop_names)}
+        # tensors written into arrays the caller passes (a segment's outputs: jit/segment.py), by name
+        self.exported = exported or {}
         # shared with the subgraphs called inside (their arrays are allocated once, at the start)
         self.allocs: list[str] = parent.allocs if parent is not None else []
         self.executors = parent.executors if parent is not None else executors
@@ -64,6 +66,9 @@ class _Namer:
         return name
 
     def output(self, t: int) -> str:
+        if t in self.exported:
+            name = self.names[t] = self.exported[t]
+            return name
         tensor = self.sg.tensors[t]
         name = self.names[t] = f"{self.prefix}t{t}"
         self.allocs.append(f"    {name} = np.empty({_size(tensor)}, np.{tensor.dtype.name})")
@@ -73,9 +78,15 @@ class _Namer:
 def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | None:
     """The lines computing ex's ops in order, or None when an op has no expression (or is forced onto
     another backend)."""
-    code, sg = namer.code, ex.subgraph
+    return ops_lines(_model_operations(ex), namer, indent, op_backend)
+
+
+def ops_lines(ops: list, namer: _Namer, indent: str, op_backend: dict, segment: bool = False) -> list[str] | None:
+    """The lines computing model ops `ops` (of namer's subgraph) in order, or None when an op has no
+    expression or statement (or is forced onto another backend). `segment`: for a compiled segment
+    (jit/segment.py), which takes statements' packed forms (Statement.packed)."""
+    code, sg = namer.code, namer.sg
     before = len(code.lines)
-    ops = _model_operations(ex)
     spanning = _spanning_statements(ops, sg)
     absorbed = {i for stmt in spanning.values() for i in stmt.absorbs}
     for op in ops:
@@ -95,6 +106,10 @@ def _ops_code(ex, namer: _Namer, indent: str, op_backend: dict) -> list[str] | N
         if stmt is None:
             expr = expression_of(op, sg)
             stmt = statement_of(op, sg) if expr is None else None
+            if stmt is not None and segment and stmt.packed is not None:
+                stmt = stmt.packed
+            if stmt is not None and stmt.segment_only and not segment:
+                stmt = None
         if expr is None and stmt is None:
             return None
         reads = expr.inputs if expr is not None else stmt.inputs
@@ -144,10 +159,16 @@ def _model_operations(ex) -> list:
     executor operation writing the chain's last output; op.prologue, ops it does before its own) is
     each of its prologue's, then its own model op, then each of the chain's, so that the loop computes
     every one of them."""
-    ops = ex.subgraph.operations
-    return [m for op in ex.operations
-            for m in ((*(ops[i] for i in op.prologue), ops[op.index], *(ops[i] for i in op.fused))
-                      if op.fused or op.prologue else (op,))]
+    return [m for op in ex.operations for m in model_operations(op, ex.subgraph)]
+
+
+def model_operations(op, sg) -> tuple:
+    """The model ops one executor operation computes, in order: its prologue's, its own, its fused
+    chain's (a compiled segment, jit/segment.py, is its first op with the others as its chain)."""
+    if not (op.fused or op.prologue):
+        return (op,)
+    ops = sg.operations
+    return (*(ops[i] for i in op.prologue), ops[op.index], *(ops[i] for i in op.fused))
 
 
 def _reaches(expr, shapes: list[tuple], out_shape: tuple) -> bool:

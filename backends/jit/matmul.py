@@ -23,12 +23,12 @@ import numpy as np
 from onert_py.backends.cpu._quant import activation_range, qparams, quantize_multipliers
 from onert_py.backends.cpu.conv import _CLAMPS
 from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _product_multiplier
-from onert_py.backends.jit._gemm import PackedProduct, gemm_wins
+from onert_py.backends.jit._gemm import PANEL, PackedProduct, gemm_wins, pack_panels, pad_bias
 from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
 from onert_py.backends.jit.conv import _compile_time, _static
 from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, fused_chain, other_shapes, unfused
 from onert_py.backends.jit._numba import kernel, prange, threads
-from onert_py.backends.jit.codegen import Statement, clamp, statement
+from onert_py.backends.jit.codegen import Statement, broadcast_index, clamp, statement
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 _INT32_MAX = (1 << 31) - 1
@@ -268,16 +268,21 @@ def fully_connected(ctx: KernelContext) -> Run:
 
 # ------------------------------------------------------------ inside compiled loops (jit/loop.py)
 
-# Up to this many multiply-adds a compiled loop computes a float32 FULLY_CONNECTED itself (a recurrent
-# cell's [1, 64] x [64, 64]); a larger one keeps the loop on the executors, where the packed GEMM runs it.
+# Up to this many multiply-adds a compiled loop or segment computes a float32 FULLY_CONNECTED itself:
+# with the packed GEMM (a recurrent cell's [1, 64] x [64, 256], a transformer's [16, 64] x [64, 128];
+# its rows on one thread: larger products keep their per-op kernel, which splits them over threads),
+# or, for few units (gemm_wins), an accumulating loop up to _LOOP_MAX_MACS. Larger ones keep a loop on
+# the executors and a segment's run apart.
 _LOOP_MAX_MACS = 1 << 16
+_LOOP_GEMM_MAX_MACS = 1 << 18
 
 
 @statement("FULLY_CONNECTED")
 def _fully_connected_in_loop(op, sg) -> Statement | None:
-    """float32 FULLY_CONNECTED with constant weights and bias, each row's units accumulated over the
-    depth in order (the inner loop runs over units on the weights stored transposed, so it vectorises
-    without reordering any sum), then the bias and the clamp."""
+    """float32 FULLY_CONNECTED with constant weights and bias, then the clamp: the packed GEMM's rows
+    (jit/_gemm.py: each output summed over the depth in order with fused multiply-adds, as the per-op
+    kernel), or for few units each row's units accumulated over the depth in order (the inner loop
+    runs over units on the weights stored transposed, so it vectorises without reordering any sum)."""
     if not _accepts_float_shapes(op, sg):
         return None
     x, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
@@ -286,12 +291,28 @@ def _fully_connected_in_loop(op, sg) -> Statement | None:
         return None
     units, depth = w.shape
     rows = int(np.prod(x.shape, dtype=np.int64)) // depth if depth else 0
-    if not 0 < rows * depth * units <= _LOOP_MAX_MACS:
+    macs = rows * depth * units
+    in_loops = 0 < macs <= _LOOP_MAX_MACS
+    packed = gemm_wins(units) and 0 < macs <= _LOOP_GEMM_MAX_MACS
+    if not (in_loops or packed):
         return None
     lo, hi = _CLAMPS.get(op.options.get("fused_activation_function") or 0, (None, None))
     hi = None if hi == np.inf else hi
-    wt = np.ascontiguousarray(np.asarray(w.data, np.float32).T).reshape(-1)
+    wt = np.ascontiguousarray(np.asarray(w.data, np.float32).T)
     bias = np.zeros(units, np.float32) if b is None else np.asarray(b.data, np.float32).reshape(-1)
+    gemm = None
+    if packed:
+        panels, padded = pack_panels(wt), pad_bias(bias, units)
+        bounds = ["np.float32(-np.inf)" if lo is None else f"np.float32({float(lo)!r})",
+                  "np.float32(np.inf)" if hi is None else f"np.float32({float(hi)!r})"]
+
+        def emit_gemm(out, ins, arg, tmp):
+            return [f"gemm_rows({ins[0]}, {depth}, 1, {arg('p', panels)}, {arg('b', padded)}, {', '.join(bounds)}, "
+                    f"{out}, 0, {rows}, {depth}, {units})"]
+        gemm = Statement((0,), emit_gemm, segment_only=True)
+        if not in_loops:
+            return gemm
+    wt = wt.reshape(-1)
 
     def emit(out, ins, arg, tmp):
         wn, bn, r, i, u, xv = arg("w", wt), arg("b", bias), tmp("r"), tmp("i"), tmp("u"), tmp("xv")
@@ -302,4 +323,54 @@ def _fully_connected_in_loop(op, sg) -> Statement | None:
                 f"        for {u} in range({units}):", f"            {at} += {xv} * {wn}[{i} * {units} + {u}]",
                 f"    for {u} in range({units}):",
                 f"        {at} = {clamp(f'({at} + {bn}[{u}])', lo, hi, np.dtype(np.float32))}"]
-    return Statement((0,), emit)
+    return Statement((0,), emit, packed=gemm)
+
+
+@statement("BATCH_MATMUL")
+def _batch_matmul_in_loop(op, sg) -> Statement | None:
+    """float32 BATCH_MATMUL (adj_x / adj_y, batch dims broadcast) up to _LOOP_GEMM_MAX_MACS
+    multiply-adds: per batch, the right-hand side packed into the GEMM's panels (zero padded), then
+    the packed GEMM's rows (each output summed over the contraction in order, with fused
+    multiply-adds). A loop of its own ran 7x slower: rows of 16 columns are too short for LLVM to
+    vectorise."""
+    if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
+        return None
+    lt, rt, out = (sg.tensors[t] for t in (*op.inputs, op.outputs[0]))
+    if any(t.type_name != "FLOAT32" or qparams(t) is not None for t in (lt, rt, out)) \
+            or not (2 <= len(lt.shape) <= 5 and 2 <= len(rt.shape) <= 5):
+        return None
+    opts = op.options
+    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
+    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
+    m, k = (lt.shape[-1], lt.shape[-2]) if adj_x else (lt.shape[-2], lt.shape[-1])
+    k_r, n = (rt.shape[-1], rt.shape[-2]) if adj_y else (rt.shape[-2], rt.shape[-1])
+    try:
+        batch = np.broadcast_shapes(tuple(lt.shape[:-2]), tuple(rt.shape[:-2]))
+    except ValueError:
+        return None
+    if k != k_r or tuple(out.shape) != (*batch, m, n):
+        return None
+    count = int(np.prod(batch, dtype=np.int64))
+    if not 0 < count * m * n * k <= _LOOP_GEMM_MAX_MACS:
+        return None
+    # where each output batch's lhs and rhs matrices start (their batch dims broadcast)
+    l_at = broadcast_index(tuple(lt.shape[:-2]), batch) * (m * k)
+    r_at = broadcast_index(tuple(rt.shape[:-2]), batch) * (k * n)
+    sm, sk = (1, m) if adj_x else (k, 1)       # strides of lhs[i, c]
+    rk, rn = (1, k) if adj_y else (n, 1)       # strides of rhs[c, j]
+    panels = -(-n // PANEL)
+
+    def emit(out_name, ins, arg, tmp):
+        la, ra, zero = arg("l", l_at), arg("r", r_at), arg("z", np.zeros(panels * PANEL, np.float32))
+        b, c, j, at, pk = (tmp(s) for s in ("b", "c", "j", "at", "pk"))
+        return [f"{pk} = np.zeros({panels * k * PANEL}, np.float32)",
+                f"for {b} in range({count}):",
+                f"    {at} = {ra}[{b}]",
+                f"    for {c} in range({k}):",
+                f"        for {j} in range({n}):",
+                f"            {pk}[({j} // {PANEL}) * {k * PANEL} + {c} * {PANEL} + {j} % {PANEL}] = "
+                f"{ins[1]}[{at} + {c} * {rk} + {j} * {rn}]",
+                f"    {at} = {la}[{b}]",
+                f"    gemm_rows({ins[0]}[{at}:{at} + {m * k}], {sm}, {sk}, {pk}, {zero}, np.float32(-np.inf), "
+                f"np.float32(np.inf), {out_name}[{b} * {m * n}:({b} + 1) * {m * n}], 0, {m}, {k}, {n})"]
+    return Statement((0, 1), emit, segment_only=True)

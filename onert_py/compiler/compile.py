@@ -192,7 +192,7 @@ def execution_order(sg: Subgraph) -> list[Operation]:
 
 def compile_model(model: Model, runtime: RuntimeState | None = None,
                   backends: str | tuple[str, ...] | None = None,
-                  op_backend: str | Mapping[str, str] | None = None) -> ExecutorMap:
+                  op_backend: str | Mapping[str, str] | None = None, segments: bool = True) -> ExecutorMap:
     """Prepare one executor per subgraph, each op on the first backend of `backends` that takes it
     (default: default_backends()) unless `op_backend` forces one. Raises UnsupportedOpError naming
     every op without a kernel."""
@@ -232,10 +232,15 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
     def may_keep(op: Operation) -> bool:
         return id(op) in keeping
 
+    fuse = runtime.options.fuse_ops and not runtime.options.preserve_all_tensors   # fused ops keep no intermediates
+    # `segments`: backends may compile runs of ops as one kernel (off for a session's recompiles for
+    # new input shapes: see Specializations)
+    segmenting = [_BACKENDS[name] for name in names if segments and _BACKENDS[name].compile_segments is not None]
+    entries = {0, *(s.subgraph_index for s in model.signatures)}
     for sg, ex in zip(model.subgraphs, executors):
         folded: dict[int, object] = {}
         order, chains, prologues = execution_order(sg), {}, {}
-        if runtime.options.fuse_ops and not runtime.options.preserve_all_tensors:   # fused ops keep no intermediates
+        if fuse:
             order, prologues = fold_prologues(sg, order, attrs)
             order, chains = fuse_epilogues(sg, order, backend_of, attrs)
         for op in order:
@@ -282,6 +287,10 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             ex.runs.append(run)
             ex.backend_names.append(backend.name)
             runtime.own_thread_pool |= backend.own_threads
+        if fuse:   # runs of small ops a backend compiles as one kernel (Backend.compile_segments)
+            entry = sg.index in entries   # other subgraphs' segments compile on first run
+            for backend in segmenting:
+                backend.compile_segments(ex, forced, entry)
         ex.reset_variables()
         ex.finalize(folded, may_keep)
     # the arenas of all subgraphs and the constants held, together within the budget (each arena was

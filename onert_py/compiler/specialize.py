@@ -102,7 +102,7 @@ class Specializations:
     new key shares one `fallback` compile (shapes left dynamic), so a caller feeding ever new shapes
     pays one compile more, not one per shape, and holds at most limit + 1 compiled copies."""
 
-    def __init__(self, compile_model: Callable[[Model], object], limit: int = 4):
+    def __init__(self, compile_model: Callable[..., object], limit: int = 4):
         self._compile = compile_model
         self.limit = limit
         self._compiled: dict[Hashable, tuple[object, Model]] = {}
@@ -118,13 +118,16 @@ class Specializations:
         model = specialized() if len(self._compiled) < self.limit else None
         if model is not None:
             try:
-                entry = self._compiled[key] = (self._compile(model), model)
+                # the first set only compiles segments (compile_model's `segments`): they compile for
+                # its shapes, seconds per model, which every new shape would pay again
+                first = not self._compiled and self._fallback is None
+                entry = self._compiled[key] = (self._compile(model, segments=first), model)
                 return entry
             except PrepareError:   # a kernel refused these shapes: the fallback's meets them when it runs
                 pass
         if self._fallback is None:
             model = fallback()
-            self._fallback = (self._compile(model), model)
+            self._fallback = (self._compile(model, segments=False), model)
         return self._fallback
 
     @property

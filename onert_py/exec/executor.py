@@ -251,6 +251,8 @@ class Executor:
                 prof.trace.append((self.operations[step].kernel_name, sg, key[1], start, dur))
 
     def _error(self, step: int, e: Exception) -> OnertPyError:
+        if getattr(e, "located", False):   # names its op already (an op of a compiled segment)
+            return type(e)(str(e))
         if not 0 <= step < len(self.operations):
             return wrapped_error(f"subgraph {self.index}", e)
         op = self.operations[step]

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 from onert_py.errors import ExecutionError
 
@@ -67,6 +66,29 @@ def _blas_libraries() -> list:
     return list(_controllers[0])
 
 
+_blas_calls_cache: list = []
+
+
+def _blas_calls() -> list[tuple[Callable[[], int], Callable[[int], object]]]:
+    """(get, set) of each BLAS library's thread count. For OpenBLAS on its own threads (numpy's wheels)
+    its C functions straight through ctypes: 0.1 us a call, where threadpoolctl's property and setter
+    (its checks of which Python thread controls the library) cost 0.4 and 0.6 us, twice per run; runs
+    of our sessions share the count under _blas_lock instead."""
+    if not _blas_calls_cache:
+        calls = []
+        for lib in _blas_libraries():
+            get = set_ = None
+            if type(lib).__name__ == "OpenBLASController" and getattr(lib, "threading_layer", None) == "pthreads":
+                symbol = getattr(lib, "_get_symbol", None)
+                if callable(symbol):
+                    get, set_ = symbol("openblas_get_num_threads"), symbol("openblas_set_num_threads")
+            if get is None or set_ is None:
+                get, set_ = (lambda lib=lib: lib.num_threads), lib.set_num_threads
+            calls.append((get, set_))
+        _blas_calls_cache.append(calls)
+    return _blas_calls_cache[0]
+
+
 def blas_controlled() -> bool:
     """num_threads reaches BLAS (threadpoolctl is installed and found a BLAS library)."""
     return bool(_blas_libraries())
@@ -108,46 +130,51 @@ def numba_threads() -> int:
     return _numba_get_set()[0]()
 
 
-@contextmanager
-def thread_limit(n: int | None, own_pool: bool = False) -> Iterator[None]:
-    """Run the body with BLAS and numba limited to `n` threads (None: BLAS as it is, numba on one);
-    own_pool: the run uses the jit backend's pool, and BLAS gets one thread (see above)."""
-    numba = sys.modules.get("numba")
-    # numba's count is per thread (no lock needed); set (and put back) through its threading layer, and
-    # only when it changes: numba.set_num_threads twice cost ~4 us, a small model's whole run ~16 us
-    numba_before = numba_set = None
-    if numba is not None:
-        numba_get, numba_set = _numba_get_set()
-        numba_before = numba_get()
-        want = 1 if n is None else min(n, numba.config.NUMBA_NUM_THREADS)
-        if want == numba_before:
-            numba_before = None
-        else:
-            numba_set(want)
-    if n is None:
-        try:
-            yield
-        finally:
-            if numba_before is not None:
-                numba_set(numba_before)
-        return
-    global _blas_holders
-    libs = _blas_libraries()
-    if libs:
-        with _blas_lock:
-            if _blas_holders == 0:
-                _blas_before[:] = [lib.num_threads for lib in libs]
-            _blas_holders += 1
-            for lib in libs:
-                lib.set_num_threads(1 if own_pool else n)
-    try:
-        yield
-    finally:
+class thread_limit:
+    """`with thread_limit(n, own_pool):` runs the body with BLAS and numba limited to `n` threads (None:
+    BLAS as it is, numba on one); own_pool: the run uses the jit backend's pool, and BLAS gets one
+    thread (see above). A class, not a generator: it is entered around every run, and a small model's
+    whole run is ~10 us (the generator form with its BLAS calls cost 6 us of it at num_threads=1)."""
+    __slots__ = ("n", "own_pool", "numba_set", "numba_before", "libs")
+
+    def __init__(self, n: int | None, own_pool: bool = False):
+        self.n, self.own_pool = n, own_pool
+
+    def __enter__(self) -> None:
+        global _blas_holders
+        n = self.n
+        numba = sys.modules.get("numba")
+        # numba's count is per thread (no lock needed); set (and put back) through its threading layer,
+        # and only when it changes
+        self.numba_before = self.numba_set = None
+        if numba is not None:
+            numba_get, self.numba_set = _numba_get_set()
+            before = numba_get()
+            want = 1 if n is None else min(n, numba.config.NUMBA_NUM_THREADS)
+            if want != before:
+                self.numba_set(want)
+                self.numba_before = before
+        self.libs = libs = _blas_calls() if n is not None else ()
+        if libs:
+            want = 1 if self.own_pool else n
+            with _blas_lock:
+                current = [get() for get, _ in libs]
+                if _blas_holders == 0:
+                    _blas_before[:] = current
+                _blas_holders += 1
+                for (_, set_), k in zip(libs, current):
+                    if k != want:
+                        set_(want)
+
+    def __exit__(self, *exc) -> None:
+        global _blas_holders
+        libs = self.libs
         if libs:
             with _blas_lock:
                 _blas_holders -= 1
                 if _blas_holders == 0:
-                    for lib, k in zip(libs, _blas_before):
-                        lib.set_num_threads(k)
-        if numba_before is not None:
-            numba_set(numba_before)
+                    for (get, set_), k in zip(libs, _blas_before):
+                        if get() != k:
+                            set_(k)
+        if self.numba_before is not None:
+            self.numba_set(self.numba_before)

@@ -97,6 +97,9 @@ class Operation:
     # likewise the ops whose work it does on its input 0 before its own (a zero padding folded into its
     # reads: KernelAttrs.prologue); their outputs are never computed
     prologue: tuple[int, ...] = ()
+    # set on the op an executor runs for a run of ops one backend kernel computes at once (a compiled
+    # segment: Backend.compile_segments): this op and its `fused` ones, all with outputs of their own
+    segment: bool = False
 
     @property
     def is_custom(self) -> bool:

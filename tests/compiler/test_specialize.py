@@ -110,12 +110,13 @@ def test_session_keeps_four_shape_sets_then_one_dynamic_compile():
 
 
 def test_specializations_compile_once_per_key_and_fall_back_on_refusal():
-    compiled = []
+    compiled, with_segments = [], []
 
-    def compile_model(model):
+    def compile_model(model, segments):
         if model == "refused":
             raise onert_py.errors.PrepareError("no kernel for these shapes")
         compiled.append(model)
+        with_segments.append(segments)
         return f"executors of {model}"
 
     cache = Specializations(compile_model, limit=2)
@@ -126,6 +127,7 @@ def test_specializations_compile_once_per_key_and_fall_back_on_refusal():
     assert cache.get("d", lambda: "D", lambda: "any") == ("executors of D", "D")
     assert cache.get("e", lambda: "E", lambda: "any") == ("executors of any", "any")   # past the limit
     assert compiled == ["A", "any", "D"]
+    assert with_segments == [True, False, False]   # the first set only compiles segments (jit/segment.py)
     assert cache.fallback_model == "any"
 
 

@@ -16,8 +16,11 @@ I32, F32 = np.int32, np.float32
 
 
 def _sessions(mb, **options):
+    """(linear, dataflow) sessions of mb. The linear one op by op as the dataflow executor runs (no
+    fusion: a compiled segment of the jit would compute a body's ops at once, in other last bits)."""
     data = mb.to_bytes("tflite")
-    return onert_py.infer.session(data), onert_py.infer.session(data, executor="dataflow", **options)
+    return (onert_py.infer.session(data, fuse_ops=False),
+            onert_py.infer.session(data, executor="dataflow", **options))
 
 
 def _same(a, b):
@@ -93,7 +96,7 @@ def test_independent_iterations_overlap():
     mb = independent_iterations_model(size=16, depth=2)
     args = [np.array([0], I32), np.array([8], I32), np.random.default_rng(0).standard_normal((16, 16)).astype(F32),
             np.array([0], F32)]
-    lin = onert_py.infer.session(mb.to_bytes("tflite"))
+    lin = onert_py.infer.session(mb.to_bytes("tflite"), fuse_ops=False)   # op by op (see _sessions)
     expected = lin.infer(args)
     for threads, p in ((2, 4), (1, 4), (2, 1)):
         df = onert_py.infer.session(mb.to_bytes("tflite"), executor="dataflow", inter_op_threads=threads,

@@ -162,19 +162,37 @@ def test_softmax_int16_and_dynamic_stay_on_cpu():
 
 
 @pytest.mark.parametrize("op,formula", [("NEG", np.negative), ("ABS", np.abs), ("SQUARE", np.square),
-                                        ("SQRT", np.sqrt)])
+                                        ("SQRT", np.sqrt), ("RSQRT", lambda x: np.reciprocal(np.sqrt(x)))])
 def test_plain_unary_bit_exact(op, formula):
-    """NEG, ABS, SQUARE, SQRT: one IEEE operation each, so the cpu kernel's and numpy's bits."""
+    """NEG, ABS, SQUARE, SQRT: one IEEE operation each; RSQRT two (LiteRT's 1 / sqrt(x), rounded
+    twice): so the cpu kernel's and numpy's bits."""
     xs = (1, 24, 20, 16)
     x = _x(xs, 6)
     mb = single_op_model(op, [("x", list(xs), np.float32)], [("y", list(xs), np.float32)])
     backends, got = _run(mb, [x], "jit;cpu")
     assert backends == ["jit"]
     _same_bits(got, _run(mb, [x], "cpu")[1])
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(all="ignore"):
         want = formula(x)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("alpha", [0.1, -0.3])
+def test_leaky_relu_bit_exact(alpha):
+    """LEAKY_RELU (Keras's LeakyReLU after a convolution): x > 0 ? x : x * alpha, one multiply, so the
+    cpu kernel's bits; NaN and -0.0 take the alpha side. Against LiteRT too."""
+    xs = (1, 24, 20, 16)
+    x = _x(xs, 9)
+    x.reshape(-1)[:3] = [-0.0, 0.0, -np.inf]
+    mb = single_op_model("LEAKY_RELU", [("x", list(xs), np.float32)], [("y", list(xs), np.float32)], alpha=alpha)
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["jit"]
+    _same_bits(got, _run(mb, [x], "cpu")[1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = np.where(x > 0, x, x * np.float32(alpha))
+    _same_bits(got, want)
+    np.testing.assert_allclose(got, run_litert_builtin(mb, [x])[0], rtol=1e-6, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("approximate", [False, True], ids=["erfc", "tanh"])
