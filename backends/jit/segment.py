@@ -36,7 +36,7 @@ from onert_py.exec.executor import wrapped_error
 MAX_SIZE = 1 << 14
 # Ops per generated function: a segment of more is several functions called in turn by one. In one
 # function of ~90 ops LLVM's inliner left exp32 / erfc32 as calls (one per element: their loops did
-# not vectorise, the transformer's segment took 160 us, not 60) and compiling took ~10 s.
+# not vectorise; the transformer's segment took 160 us, ~100 with them inlined).
 PART_OPS = 12
 # Fewest ops worth a segment, reshapes not counted: each segment is a numba compile of ~0.1-0.2 s per
 # op on a session's first creation (then numba's disk cache), which a run of two or three ops saving
