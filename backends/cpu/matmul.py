@@ -22,6 +22,13 @@ from onert_py.backends.shape_rules import Node, broadcast, fmt, is_static, numel
 _F32 = np.dtype(np.float32)
 
 
+def batch_matmul_adjoints(options: dict) -> tuple[bool, bool]:
+    """BATCH_MATMUL's (adj_x, adj_y): TFLite's schema names them adj_x / adj_y, Circle's adjoint_lhs /
+    adjoint_rhs."""
+    return (bool(options.get("adj_x", options.get("adjoint_lhs", False))),
+            bool(options.get("adj_y", options.get("adjoint_rhs", False))))
+
+
 def _check_fc_input(ctx: KernelContext, x_t, w_t, keep: bool) -> None:
     """At prepare, for static shapes: the input fits the [units, depth] weights (rows of depth elements,
     or a last dimension of depth with keep_num_dims)."""
@@ -562,10 +569,7 @@ def batch_matmul(ctx: KernelContext) -> Run:
     if is_hybrid(ctx):
         return _batch_matmul_hybrid(ctx)
     dt = check_same_types(ctx, 0, 1)
-    # TFLite's schema names the options adj_x/adj_y, Circle's adjoint_lhs/adjoint_rhs.
-    opts = ctx.options
-    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
-    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
+    adj_x, adj_y = batch_matmul_adjoints(ctx.options)
     lt, rt = ctx.input_tensor(0), ctx.input_tensor(1)
     _check_batch_matmul_shapes(ctx, lt, rt, adj_x, adj_y)
     v = ctx.values
@@ -635,8 +639,7 @@ def _batch_matmul_hybrid(ctx: KernelContext) -> Run:
     y = float32(row scale * weight scale) * that, in float32 (then + 0.0f: LiteRT accumulates into a zeroed
     output). The rhs zero point is not read (LiteRT ignores it)."""
     opts = ctx.options
-    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
-    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
+    adj_x, adj_y = batch_matmul_adjoints(opts)
     asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
     lt, rt, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.output_tensor(0)
     if out.dtype != _F32:
@@ -696,9 +699,7 @@ def batch_matmul_quantized(ctx: KernelContext) -> Run:
     for int16 and int16 x int8), plus the output zero point, clamped to the output type. An int8 x int8
     -> int32 op gives the raw products' sums (LiteRT applies no zero point there)."""
     ctx.expect_inputs(2)
-    opts = ctx.options
-    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
-    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
+    adj_x, adj_y = batch_matmul_adjoints(ctx.options)
     lt, rt, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.output_tensor(0)
     kinds = {("INT8", "INT8"): ("INT8", "INT32"), ("INT16", "INT16"): ("INT16",), ("INT16", "INT8"): ("INT16",)}
     pair = (lt.type_name, rt.type_name)
@@ -759,9 +760,7 @@ def batch_matmul_shape(n: Node):
         return [None]
     if len(a) < 2 or len(b) < 2:
         raise n.fail("both operands need rank >= 2")
-    o = n.opts
-    adj_x = bool(o.get("adj_x", o.get("adjoint_lhs", False)))
-    adj_y = bool(o.get("adj_y", o.get("adjoint_rhs", False)))
+    adj_x, adj_y = batch_matmul_adjoints(n.opts)
     m, ka = (a[-1], a[-2]) if adj_x else (a[-2], a[-1])
     kb, cols = (b[-1], b[-2]) if adj_y else (b[-2], b[-1])
     if ka >= 0 and kb >= 0 and ka != kb:
@@ -802,9 +801,7 @@ def batch_matmul_grad(g: gr.GradNode):
     BatchMatMulV2 gradient): with no adjoints da = dz @ b^T, db = a^T @ dz; adj_y: da = dz @ b,
     db = dz^T @ a; adj_x: da = b @ dz^T, db = a @ dz; both: da = b^T @ dz^T, db = dz^T @ a^T. Each is
     summed over the batch dims its operand was broadcast along."""
-    o = g.opts
-    adj_x = bool(o.get("adj_x", o.get("adjoint_lhs", False)))
-    adj_y = bool(o.get("adj_y", o.get("adjoint_rhs", False)))
+    adj_x, adj_y = batch_matmul_adjoints(g.opts)
     for i in (0, 1):
         if g.differentiable(1 - i) and not g.differentiable(i) and g.in_dtype(i).kind in "iu":
             raise g.fail("a hybrid BATCH_MATMUL (quantized operand) has no gradient")

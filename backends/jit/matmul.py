@@ -22,7 +22,7 @@ import numpy as np
 
 from onert_py.backends.cpu._quant import activation_range, qparams, quantize_multipliers
 from onert_py.backends.cpu.conv import _CLAMPS
-from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _product_multiplier
+from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _product_multiplier, batch_matmul_adjoints
 from onert_py.backends.jit._gemm import PANEL, PackedProduct, gemm_wins, pack_panels, pad_bias
 from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
 from onert_py.backends.jit.conv import _compile_time, _static
@@ -268,21 +268,22 @@ def fully_connected(ctx: KernelContext) -> Run:
 
 # ------------------------------------------------------------ inside compiled loops (jit/loop.py)
 
-# Up to this many multiply-adds a compiled loop or segment computes a float32 FULLY_CONNECTED itself:
-# with the packed GEMM (a recurrent cell's [1, 64] x [64, 256], a transformer's [16, 64] x [64, 128];
-# its rows on one thread: larger products keep their per-op kernel, which splits them over threads),
-# or, for few units (gemm_wins), an accumulating loop up to _LOOP_MAX_MACS. Larger ones keep a loop on
-# the executors and a segment's run apart.
+# Up to _LOOP_MAX_MACS multiply-adds a compiled loop computes a float32 FULLY_CONNECTED itself (a
+# recurrent cell's [1, 64] x [64, 64]); a larger one keeps the loop on the executors, where the packed
+# GEMM runs it. A compiled segment uses the packed GEMM's rows (Statement.packed) up to
+# _LOOP_GEMM_MAX_MACS (a transformer's [16, 64] x [64, 128]; on one thread: larger products keep their
+# per-op kernel, which splits them over threads).
 _LOOP_MAX_MACS = 1 << 16
 _LOOP_GEMM_MAX_MACS = 1 << 18
 
 
 @statement("FULLY_CONNECTED")
 def _fully_connected_in_loop(op, sg) -> Statement | None:
-    """float32 FULLY_CONNECTED with constant weights and bias, then the clamp: the packed GEMM's rows
-    (jit/_gemm.py: each output summed over the depth in order with fused multiply-adds, as the per-op
-    kernel), or for few units each row's units accumulated over the depth in order (the inner loop
-    runs over units on the weights stored transposed, so it vectorises without reordering any sum)."""
+    """float32 FULLY_CONNECTED with constant weights and bias: each row's units accumulated over the
+    depth in order (the inner loop runs over units on the weights stored transposed, so it vectorises
+    without reordering any sum), then the bias and the clamp. For segments, where the GEMM pads little
+    (gemm_wins), its `packed` form: the packed GEMM's rows (jit/_gemm.py: each output summed in order
+    with fused multiply-adds, as the per-op kernel)."""
     if not _accepts_float_shapes(op, sg):
         return None
     x, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
@@ -339,9 +340,7 @@ def _batch_matmul_in_loop(op, sg) -> Statement | None:
     if any(t.type_name != "FLOAT32" or qparams(t) is not None for t in (lt, rt, out)) \
             or not (2 <= len(lt.shape) <= 5 and 2 <= len(rt.shape) <= 5):
         return None
-    opts = op.options
-    adj_x = bool(opts.get("adj_x", opts.get("adjoint_lhs", False)))
-    adj_y = bool(opts.get("adj_y", opts.get("adjoint_rhs", False)))
+    adj_x, adj_y = batch_matmul_adjoints(op.options)
     m, k = (lt.shape[-1], lt.shape[-2]) if adj_x else (lt.shape[-2], lt.shape[-1])
     k_r, n = (rt.shape[-1], rt.shape[-2]) if adj_y else (rt.shape[-2], rt.shape[-1])
     try:

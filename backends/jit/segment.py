@@ -145,9 +145,11 @@ def _source(params: list[str], allocs: list[str], parts: list[list[str]]) -> str
     its own taking the arrays it uses, and segment allocating the intermediates two parts share and
     calling the parts in order (a part giving up returns NOT_TAKEN)."""
     allocated = {line.split("=")[0].strip(): line for line in allocs}
-    arrays = set(params) | set(allocated)
-    used = [sorted(set(re.findall(r"[A-Za-z_]\w*", "\n".join(lines))) & arrays, key=_order(params, allocs))
-            for lines in parts]
+    arrays = [*params, *allocated]   # in the order a part takes them
+    used = []
+    for lines in parts:
+        names = set(re.findall(r"[A-Za-z_]\w*", "\n".join(lines)))
+        used.append([n for n in arrays if n in names])
     shared = {name for name in allocated if sum(name in u for u in used) > 1}
     out, calls = [], []
     for k, (lines, names) in enumerate(zip(parts, used)):
@@ -158,11 +160,6 @@ def _source(params: list[str], allocs: list[str], parts: list[list[str]]) -> str
     out += [f"@kernel\ndef segment({', '.join(params)}):", *(allocated[n] for n in allocated if n in shared),
             *calls, "    return 0"]
     return "\n".join(out) + "\n"
-
-
-def _order(params: list[str], allocs: list[str]) -> Callable[[str], int]:
-    rank = {n: k for k, n in enumerate([*params, *(line.split("=")[0].strip() for line in allocs)])}
-    return lambda name: rank[name]
 
 
 def _run(ex, fn: Callable, inputs: list[int], exports: list[int], consts: list, units: list, unit_runs: list
