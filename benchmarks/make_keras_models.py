@@ -1,6 +1,6 @@
 """Make the converter-made Keras models of benchmarks/models/keras/ (needs the dev extra: TensorFlow).
 
-    python benchmarks/make_keras_models.py
+    python benchmarks/make_keras_models.py [NAME ...]
 
 Small models as people build them with Keras and convert with `from_keras_model` (1 thread, batch 1):
 - transformer.tflite: token ids [1, 16] -> Embedding(200, 32) -> two encoder blocks (4-head
@@ -10,9 +10,14 @@ Small models as people build them with Keras and convert with `from_keras_model`
 - mlp.tflite: [1, 64] -> Dense(128, relu) -> Dense(128, swish) -> Dense(10, softmax).
 - small_cnn.tflite: [1, 32, 32, 3] -> Conv2D / BatchNormalization / MaxPool / SeparableConv2D /
   LeakyReLU -> GlobalAveragePooling2D -> Dense(10).
+- causal_lm.tflite: token ids [batch, 16] with the batch left dynamic, as `K.Input` leaves it ->
+  Embedding(200, 32) -> a decoder block (causally masked 4-head attention, LayerNormalization, a GELU FFN
+  of 64) -> Dense(200) logits per token. The converter computes the reshapes' shapes at run time (SHAPE,
+  STRIDED_SLICE, PACK, FILL of the mask): a compile for known input shapes folds them.
 The tests run them against LiteRT (tests/models/test_keras_models.py); benchmarks/keras_models.py times
 them.
 """
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +48,16 @@ def transformer():
     return K.Model(ids, K.layers.Dense(10, activation="softmax")(x))
 
 
+def causal_lm():
+    ids = K.Input((16,), dtype="int32")
+    x = K.layers.Embedding(200, 32)(ids)
+    a = K.layers.MultiHeadAttention(4, 8)(x, x, use_causal_mask=True)
+    x = K.layers.LayerNormalization()(x + a)
+    f = K.layers.Dense(32)(K.layers.Dense(64, activation="gelu")(x))
+    x = K.layers.LayerNormalization()(x + f)
+    return K.Model(ids, K.layers.Dense(200)(x))
+
+
 def mlp():
     m = K.Input((64,), batch_size=1)
     h = K.layers.Dense(128, activation="swish")(K.layers.Dense(128, activation="relu")(m))
@@ -61,5 +76,7 @@ if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
     tf.random.set_seed(0)
     np.random.seed(0)
-    for make in (transformer, mlp, small_cnn):
-        _save(make.__name__, make())
+    wanted = sys.argv[1:]   # names to make (default: all)
+    for make in (transformer, mlp, small_cnn, causal_lm):
+        if not wanted or make.__name__ in wanted:
+            _save(make.__name__, make())

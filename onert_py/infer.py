@@ -251,8 +251,10 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         return self._shapes.infer(self._subgraph_index, shapes)
 
     def _folded_values(self) -> dict[int, dict[int, Any]]:
-        """Values the compiler folded into constants, per subgraph (known values for shape inference)."""
-        return {ex.subgraph.index: {i: ex.values[i] for i in getattr(ex, "_folded", ())}
+        """Values the compiler folded into constants, per subgraph (known values for shape inference);
+        not those proven for the compiled input shapes only (Subgraph.shape_values)."""
+        return {ex.subgraph.index: {i: ex.values[i] for i in getattr(ex, "_folded", ())
+                                    if i not in ex.shape_folded}
                 for ex in self.executors}
 
     def update_inputs_tensorinfo(self, new_infos: Sequence[tensorinfo]) -> None:

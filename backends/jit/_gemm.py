@@ -249,8 +249,8 @@ def gemm(a, sm, sk, bp, bias, lo, hi, c, M, K, N, chunks):
             q = np.int64(t)
             _rows_of(a, sm, sk, bp, bias, lo, hi, c, min(M, q * blocks // chunks * _ROWS),
                      min(M, (q + 1) * blocks // chunks * _ROWS), K, N)
-    else:
-        _rows_of(a, sm, sk, bp, bias, lo, hi, c, 0, M, K, N)
+    else:   # m0 as an int64, not a literal 0: one specialization of _rows_of for every caller
+        _rows_of(a, sm, sk, bp, bias, lo, hi, c, np.int64(0), M, K, N)
 
 
 @kernel

@@ -36,6 +36,16 @@ _INT32_MAX = (1 << 31) - 1
 _PARALLEL_MIN = 1 << 17
 
 
+def gemm_rows_call(a: str, sm: int, sk: int, panels: str, bias: str, lo: str, hi: str, c: str, m: int, k: int,
+                   n: int) -> str:
+    """Generated code calling the packed GEMM's rows 0..m of c = a @ B. The sizes go as int64 values, not
+    literals: numba compiles a called function once per literal value of an argument, and each
+    specialization of the GEMM (its inlined SIMD blocks) is a compile of seconds to tens of seconds."""
+    sizes = ", ".join(f"np.int64({v})" for v in (sm, sk))
+    rows = ", ".join(f"np.int64({v})" for v in (0, m, k, n))
+    return f"gemm_rows({a}, {sizes}, {panels}, {bias}, {lo}, {hi}, {c}, {rows})"
+
+
 @kernel
 def _fc_units(x, w, bias, xsum, zw, mult, left, right, zo, lo, hi, y, j0, j1):
     """y[:, j0:j1] of an int8 FULLY_CONNECTED: x [M, D] int8, w [U, D] int8, bias [U] int64 (the bias
@@ -308,8 +318,8 @@ def _fully_connected_in_loop(op, sg) -> Statement | None:
                   "np.float32(np.inf)" if hi is None else f"np.float32({float(hi)!r})"]
 
         def emit_gemm(out, ins, arg, tmp):
-            return [f"gemm_rows({ins[0]}, {depth}, 1, {arg('p', panels)}, {arg('b', padded)}, {', '.join(bounds)}, "
-                    f"{out}, 0, {rows}, {depth}, {units})"]
+            return [gemm_rows_call(ins[0], depth, 1, arg('p', panels), arg('b', padded), *bounds, out, rows, depth,
+                                   units)]
         gemm = Statement((0,), emit_gemm, segment_only=True)
         if not in_loops:
             return gemm
@@ -370,6 +380,6 @@ def _batch_matmul_in_loop(op, sg) -> Statement | None:
                 f"            {pk}[({j} // {PANEL}) * {k * PANEL} + {c} * {PANEL} + {j} % {PANEL}] = "
                 f"{ins[1]}[{at} + {c} * {rk} + {j} * {rn}]",
                 f"    {at} = {la}[{b}]",
-                f"    gemm_rows({ins[0]}[{at}:{at} + {m * k}], {sm}, {sk}, {pk}, {zero}, np.float32(-np.inf), "
-                f"np.float32(np.inf), {out_name}[{b} * {m * n}:({b} + 1) * {m * n}], 0, {m}, {k}, {n})"]
+                "    " + gemm_rows_call(f"{ins[0]}[{at}:{at} + {m * k}]", sm, sk, pk, zero, "np.float32(-np.inf)",
+                                       "np.float32(np.inf)", f"{out_name}[{b} * {m * n}:({b} + 1) * {m * n}]", m, k, n)]
     return Statement((0, 1), emit, segment_only=True)

@@ -239,6 +239,8 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
     entries = {0, *(s.subgraph_index for s in model.signatures)}
     for sg, ex in zip(model.subgraphs, executors):
         folded: dict[int, object] = {}
+        shape_folded: set[int] = set()
+        warm_ups = []
         order, chains, prologues = execution_order(sg), {}, {}
         if fuse:
             order, prologues = fold_prologues(sg, order, attrs)
@@ -246,6 +248,12 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
         for op in order:
             key = id(op)
             backend = backend_of[key]
+            if attrs[key].foldable and _proven(op, sg):   # shape arithmetic of a specialized compile
+                for o in op.outputs:
+                    if o >= 0:
+                        ex.values[o] = folded[o] = sg.shape_values[o]
+                        shape_folded.add(o)
+                continue
             q = key in quantized
             ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded, ex.planned, ex.fresh, q)
             producer = prologues.get(key)
@@ -275,6 +283,8 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
                         run = _budget_checked(run, check, ex.values)
             if attrs[key].foldable and _foldable(op, sg, folded):
                 folded.update(_evaluate(ctx, run, folded))
+                if shape_folded.intersection(op.inputs):
+                    shape_folded.update(op.outputs)
                 continue
             if attrs[key].foldable and _initializes_variables(op, sg, folded):
                 # Constant inputs written into a variable (a converter's DEQUANTIZE of an LSTM's zero
@@ -282,7 +292,7 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
                 ex.initial_values.update(_evaluate(ctx, run, folded))
                 continue
             if backend.compiles_lazily:
-                _warm_up(ctx, op, run)
+                warm_ups.append((ctx, op, run))
             ex.operations.append(op)
             ex.runs.append(run)
             ex.backend_names.append(backend.name)
@@ -291,6 +301,13 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
             entry = sg.index in entries   # other subgraphs' segments compile on first run
             for backend in segmenting:
                 backend.compile_segments(ex, forced, entry)
+        # kernels of backends that compile on first call compile now, except those of ops a segment
+        # runs (they are its fallback, compiled should it ever need them)
+        kept = {id(run) for run in ex.runs}
+        for ctx, op, run in warm_ups:
+            if id(run) in kept:
+                _warm_up(ctx, op, run)
+        ex.shape_folded = frozenset(shape_folded)
         ex.reset_variables()
         ex.finalize(folded, may_keep)
     # the arenas of all subgraphs and the constants held, together within the budget (each arena was
@@ -437,6 +454,11 @@ def _constant_inputs(op: Operation, sg: Subgraph, folded: dict) -> bool:
 def _foldable(op: Operation, sg: Subgraph, folded: dict) -> bool:
     """Constant inputs, outputs not variables."""
     return _constant_inputs(op, sg, folded) and not any(sg.tensors[t].is_variable for t in op.outputs)
+
+
+def _proven(op: Operation, sg: Subgraph) -> bool:
+    """Every output's value proven by the specialization (Subgraph.shape_values)."""
+    return bool(sg.shape_values) and bool(op.outputs) and all(o < 0 or o in sg.shape_values for o in op.outputs)
 
 
 def _initializes_variables(op: Operation, sg: Subgraph, folded: dict) -> bool:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Hashable, Iterable
 
+import numpy as np
+
 from onert_py.compiler.shape_inference import ShapeCache, ShapeResult, infer_shapes
 from onert_py.errors import OnertPyError, PrepareError
 from onert_py.ir import Model
@@ -66,10 +68,14 @@ def specialize(model: Model, results: Iterable[ShapeResult]) -> Model:
     the shapes the kernels will meet) as declared static shapes. A subgraph that two results infer
     differently, or that one result inferred for several input shapes, is left as it is."""
     resolved: dict[int, dict | None] = {}
+    values: dict[int, dict] = {}
     for result in results:
         for k, sub in result.subgraphs.items():
             shapes = None if k in result.varied else sub.resolved
             resolved[k] = shapes if resolved.get(k, shapes) == shapes else None
+            found = _computed_values(model.subgraphs[k], sub.values)
+            values[k] = found if k not in values else {t: v for t, v in values[k].items()
+                                                       if t in found and np.array_equal(found[t], v)}
     subgraphs = list(model.subgraphs)
     for k, shapes in resolved.items():
         if not shapes:
@@ -80,8 +86,16 @@ def specialize(model: Model, results: Iterable[ShapeResult]) -> Model:
             t = tensors[i]
             if t.data is None and not t.is_variable and (t.is_dynamic or not t.has_rank or t.shape != shape):
                 tensors[i] = dataclasses.replace(t, shape=tuple(shape), shape_signature=None, has_rank=True)
-        subgraphs[k] = dataclasses.replace(sg, tensors=tensors)
+        subgraphs[k] = dataclasses.replace(sg, tensors=tensors, shape_values=values[k])
     return dataclasses.replace(model, subgraphs=subgraphs)
+
+
+def _computed_values(sg, known: dict) -> dict:
+    """The values inference found for tensors ops compute (not constants, inputs or variables): shape
+    arithmetic, a function of the input shapes the inference was made for."""
+    produced = {o for op in sg.operations for o in op.outputs}
+    return {t: v for t, v in known.items() if t in produced and t not in sg.inputs
+            and sg.tensors[t].data is None and not sg.tensors[t].is_variable}
 
 
 def specialized_for(model: Model, shapes: ShapeCache, entries: Iterable[tuple[int, tuple]],

@@ -54,6 +54,9 @@ class Executor:
         self._temporaries: tuple[int, ...] = ()
         self._release_after: dict[int, tuple[int, ...]] = {}
         self._folded: frozenset[int] = frozenset()  # slots holding values computed at compile time
+        # those of them that follow from the input shapes compiled for (Subgraph.shape_values and what
+        # was folded from them): not constants of the model
+        self.shape_folded: frozenset[int] = frozenset()
         self._fast = None
         self.planned: list = [None] * len(subgraph.tensors)   # arena slot per tensor (memory plan)
         self.fresh: set[int] = set()    # outputs whose kernels write into planned slots (never aliases)

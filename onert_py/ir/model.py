@@ -118,6 +118,10 @@ class Subgraph:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     operations: list[Operation]
+    # values of computed tensors proven at specialization (compiler/specialize.py): shape arithmetic on
+    # the static shapes a session compiles for (a converter's SHAPE -> STRIDED_SLICE -> PACK of a dynamic
+    # batch). The compiler folds the ops that produce them, as it folds ops of constant inputs.
+    shape_values: dict[int, np.ndarray] = field(default_factory=dict)
 
     def read_tensors(self) -> set[int]:
         """Tensors some operation reads or the subgraph returns."""

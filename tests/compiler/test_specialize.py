@@ -230,3 +230,41 @@ def test_shapes_the_model_cannot_take_fail_clearly_and_leave_it_usable():
     it.resize_tensor_input(0, [3, 4])
     with pytest.raises(RuntimeError, match=r"allocate_tensors failed: .*RESHAPE.*12 elements into shape \[2, 8\]"):
         it.allocate_tensors()
+
+
+def test_shape_arithmetic_of_a_dynamic_batch_is_folded():
+    """A Keras model with a dynamic batch computes its reshapes' shapes at run time (SHAPE ->
+    STRIDED_SLICE / GATHER -> PACK -> RESHAPE; ones_like as SHAPE -> FILL). For the shapes a session
+    compiles for, those values are known: specialize records them (Subgraph.shape_values) and the
+    compiler folds the ops, at batch 3 and at batch 1. The stored LiteRT references hold through the
+    session and the Interpreter."""
+    name = "bert_classifier_dynamic_batch"
+    data = (CORPUS / f"{name}.tflite").read_bytes()
+    model = onert_py.load_model(data)
+    main = model.subgraphs[0]
+    shape_ops = [op for op in main.operations if op.kernel_name == "SHAPE"]
+    assert shape_ops
+    special = specialize(model, [infer_shapes(model, 0, [(3, 12)] * 3)])
+    for op in shape_ops:
+        x_shape = special.subgraphs[0].tensors[op.inputs[0]].shape
+        np.testing.assert_array_equal(special.subgraphs[0].shape_values[op.outputs[0]], x_shape)
+        assert x_shape[0] == 3
+    sess = onert_py.infer.session(data)
+    it = onert_py.Interpreter(model_content=data)
+    runs, _ = corpus_runs(CORPUS, name)
+    assert sorted({x[0].shape[0] for x, _ in runs}) == [1, 3]
+    for inputs, expected in runs:
+        got = sess.infer(inputs)
+        it.resize_tensor_input(0, list(inputs[0].shape), strict=True)
+        for k in range(1, len(inputs)):
+            it.resize_tensor_input(k, list(inputs[k].shape), strict=True)
+        it.allocate_tensors()
+        for d, x in zip(it.get_input_details(), inputs):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        for ours, theirs in ((got[0], expected[0]),
+                             (it.get_tensor(it.get_output_details()[0]["index"]), expected[0])):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+        for executors in (sess.executors, it._executors):
+            ran = [op.kernel_name for op in executors[0].operations]
+            assert "SHAPE" not in ran and "FILL" not in ran, ran

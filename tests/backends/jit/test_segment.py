@@ -256,3 +256,68 @@ def test_profile_names_segments():
     line = fused_line(sess)
     assert "run inside 1 compiled segment(s)" in line and "BATCH_MATMUL×2" in line
     assert "(segment)" in profile_tables(sess, 1)
+
+
+def _dense_block(width: int) -> bytes:
+    """x [1, 4, width] -> FULLY_CONNECTED -> MUL -> TANH -> ADD -> FULLY_CONNECTED -> ADD x: a segment
+    whose matrix products go through the packed GEMM."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    r = rng(width)
+    x = sg.tensor("x", [1, 4, width], F32)
+    h = sg.tensor("h", [1, 4, 2 * width], F32)
+    sg.op("FULLY_CONNECTED", [x, sg.const("w1", r.normal(0, 0.3, (2 * width, width)).astype(F32)),
+                              sg.const("b1", r.normal(0, 0.1, 2 * width).astype(F32))], [h],
+          fused_activation_function=0, keep_num_dims=True)
+    prev = h
+    for k, (op, c) in enumerate((("MUL", 0.5), ("TANH", None), ("ADD", 0.25))):
+        y = sg.tensor(f"y{k}", [1, 4, 2 * width], F32)
+        if c is None:
+            sg.op(op, [prev], [y])
+        else:
+            sg.op(op, [prev, sg.const(f"c{k}", np.array([c], F32))], [y], fused_activation_function=0)
+        prev = y
+    z, out = sg.tensor("z", [1, 4, width], F32), sg.tensor("out", [1, 4, width], F32)
+    sg.op("FULLY_CONNECTED", [prev, sg.const("w2", r.normal(0, 0.3, (width, 2 * width)).astype(F32)),
+                              sg.const("b2", r.normal(0, 0.1, width).astype(F32))], [z],
+          fused_activation_function=0, keep_num_dims=True)
+    sg.op("ADD", [z, x], [out], fused_activation_function=0)
+    sg.inputs, sg.outputs = [x], [out]
+    mb.signature("serving_default", sg)
+    return mb.to_bytes("tflite")
+
+
+def test_segments_call_one_compiled_gemm(tmp_path, monkeypatch):
+    """The generated code passes the GEMM's sizes as int64 values: numba compiles a called function once
+    per literal value of its arguments, and each specialization of the GEMM (its inlined SIMD blocks)
+    cost 10-30 s, so a converter's attention layer took 120 s to open the first time. Two segments of
+    other sizes, compiled afresh (their modules in a new cache folder), must not add literal ones."""
+    from numba.core import types
+
+    from onert_py.backends.jit import _gemm
+    monkeypatch.setenv("ONERT_PY_JIT_CACHE", str(tmp_path))
+    for width in (24, 40):
+        model = _dense_block(width)
+        sess = onert_py.infer.session(model, "jit;cpu")
+        assert _segments(sess) == [["FULLY_CONNECTED", "MUL", "TANH", "ADD", "FULLY_CONNECTED", "ADD"]]
+        x = rng(width + 1).normal(0, 1, (1, 4, width)).astype(F32)
+        assert_close(sess.infer([x])[0], run_litert(model, [x])[0], rtol=1e-5, atol=1e-5)
+    signatures = list(_gemm._rows_of.overloads)
+    assert signatures
+    literal = [sig for sig in signatures if any(isinstance(t, types.Literal) for t in sig)]
+    assert not literal, literal
+
+
+def test_ops_inside_segments_are_not_warmed_up(monkeypatch):
+    """Kernels that compile on first call are compiled at session creation, except those of the ops a
+    segment runs: those are its fallback only (they doubled a first session's compile time)."""
+    import onert_py.compiler.compile as compile_module
+    warmed = []
+    real = compile_module._warm_up
+    monkeypatch.setattr(compile_module, "_warm_up", lambda ctx, op, run: (warmed.append(op.index), real(ctx, op, run)))
+    model = _dense_block(16)
+    sess = onert_py.infer.session(model, "jit;cpu")
+    assert _segments(sess) and warmed == []
+    warmed.clear()
+    unfused = onert_py.infer.session(model, "jit;cpu", fuse_ops=False)
+    assert not _segments(unfused) and warmed
