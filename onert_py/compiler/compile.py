@@ -248,11 +248,11 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
         for op in order:
             key = id(op)
             backend = backend_of[key]
-            if attrs[key].foldable and _proven(op, sg):   # shape arithmetic of a specialized compile
-                for o in op.outputs:
-                    if o >= 0:
-                        ex.values[o] = folded[o] = sg.shape_values[o]
-                        shape_folded.add(o)
+            members = (op, *chains.get(key, ()))   # with the elementwise ops fused after it, if any
+            if attrs[key].foldable and all(_proven(m, sg) for m in members):   # a specialized compile's
+                for o in (o for m in members for o in m.outputs if o >= 0):    # shape arithmetic
+                    ex.values[o] = folded[o] = sg.shape_values[o]
+                    shape_folded.add(o)
                 continue
             q = key in quantized
             ctx = KernelContext(op, sg, model, ex.values, runtime, executors, folded, ex.planned, ex.fresh, q)

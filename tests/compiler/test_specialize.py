@@ -268,3 +268,28 @@ def test_shape_arithmetic_of_a_dynamic_batch_is_folded():
         for executors in (sess.executors, it._executors):
             ran = [op.kernel_name for op in executors[0].operations]
             assert "SHAPE" not in ran and "FILL" not in ran, ran
+
+
+@pytest.mark.parametrize("backends", ["cpu", "jit;cpu"] if JIT_AVAILABLE else ["cpu"])
+def test_folded_shape_values_follow_each_compiled_batch(backends):
+    """SHAPE of a dynamic batch, then ADD / MUL / SUB on it (an independent formula gives the values):
+    each compile folds the chain for its own batch, returned as an output, and the next batch is not
+    given the previous one's values."""
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [-1, 4], F32)
+    s, a, m, n = (sg.tensor(name, [2], np.int32) for name in ("s", "a", "m", "n"))
+    sg.op("SHAPE", [x], [s], out_type=2)
+    sg.op("ADD", [s, sg.const("one", np.array([1, 0], np.int32))], [a], fused_activation_function=0)
+    sg.op("MUL", [a, sg.const("two", np.array([2, 3], np.int32))], [m], fused_activation_function=0)
+    sg.op("SUB", [m, sg.const("three", np.array([3, 1], np.int32))], [n], fused_activation_function=0)
+    y = sg.tensor("y", [-1, 4], F32)
+    sg.op("ABS", [x], [y])
+    sg.inputs, sg.outputs = [x], [n, y]
+    sess = onert_py.infer.session(mb.to_bytes("tflite"), backends)
+    for batch in (1, 3, 2, 3):
+        x_value = np.full((batch, 4), -2, F32)
+        got, y_value = sess.infer([x_value])
+        np.testing.assert_array_equal(got, (np.array([batch, 4]) + [1, 0]) * [2, 3] - [3, 1])
+        np.testing.assert_array_equal(y_value, np.abs(x_value))
+        assert [op.kernel_name for op in sess.executors[0].operations] == ["ABS"]
