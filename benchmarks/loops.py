@@ -104,11 +104,15 @@ IDIOMS = {"maxiter_loop": ((1,), 1000), "range_loop": ((), 1000), "two_values_lo
           "shift_loop": ((8,), 1000), "rnn_loop": ((1, 64), 100), "sequence_loop": ((10, 8), 10),
           "gather_loop": ((10, 8), 10), "select_loop": ((8,), 1000), "tolerance_loop": ((8,), None),
           "nested_loop": ((16,), 300), "newton_loop": ((), None), "lstm_layer": ((1, 24, 8), None),
-          "gru_layer": ((1, 24, 8), None), "lstm_sequence": ((1, 24, 8), None), "tensor_array_loop": ((8,), 6)}
+          "gru_layer": ((1, 24, 8), None), "lstm_sequence": ((1, 24, 8), None), "tensor_array_loop": ((8,), 6),
+          "sqrt_loop": ((1,), 1000), "unit_matrix_loop": ((1, 1), 1000)}
+# idioms whose n can be anything: also timed at n // 10, for a cost per iteration without the fixed costs
+PER_ITERATION_FROM = 100
 
 
 def idiom_times(repeats: int = 21) -> list[tuple[str, dict]]:
-    """µs per run of each idiom on cpu, jit and LiteRT (1 thread, runtimes in turn per repeat, best)."""
+    """µs per run of each idiom on cpu, jit and LiteRT (1 thread, runtimes in turn per repeat, best), and
+    for loops of n >= PER_ITERATION_FROM, µs per iteration: (best at n - best at n // 10) / (n - n // 10)."""
     import onert_py
     from ai_edge_litert import interpreter as lite
     rows = []
@@ -117,36 +121,43 @@ def idiom_times(repeats: int = 21) -> list[tuple[str, dict]]:
         x = np.random.default_rng(0).uniform(0.2, 1.5, shape).astype(np.float32)
         if name == "newton_loop":
             x = np.array(12345.0, np.float32)
-        inputs = [x] if n is None else [x, np.array(n, np.int32)]
+        counts = [n] if n is None or n < PER_ITERATION_FROM else [n, n // 10]
+        feeds = [[x] if k is None else [x, np.array(k, np.int32)] for k in counts]
         it = lite.Interpreter(model_content=data, num_threads=1)
         it.allocate_tensors()
 
-        def litert(it=it, details=it.get_input_details()):
+        def litert(inputs, it=it, details=it.get_input_details()):
             for d, a in zip(details, inputs):
                 it.set_tensor(d["index"], a)
             it.invoke()
         sessions = {b: onert_py.infer.session(data, backends=b, num_threads=1) for b in ("cpu", "jit;cpu")}
-        runners = {"cpu": lambda: sessions["cpu"].infer(inputs), "jit": lambda: sessions["jit;cpu"].infer(inputs),
-                   "LiteRT": litert}
-        best = dict.fromkeys(runners, float("inf"))
+        runners = {"cpu": sessions["cpu"].infer, "jit": sessions["jit;cpu"].infer, "LiteRT": litert}
+        best = {k: [float("inf")] * len(feeds) for k in runners}
         for fn in runners.values():
-            fn()
+            fn(feeds[0])
         for _ in range(repeats):
             for k, fn in runners.items():
-                t = time.perf_counter()
-                fn()
-                best[k] = min(best[k], (time.perf_counter() - t) * 1e6)
-        rows.append((name, {**best, "n": n, "compiled": bool(sessions["jit;cpu"].runtime.compiled_loops)}))
+                for j, inputs in enumerate(feeds):
+                    t = time.perf_counter()
+                    fn(inputs)
+                    best[k][j] = min(best[k][j], (time.perf_counter() - t) * 1e6)
+        row = {k: b[0] for k, b in best.items()}
+        if len(counts) == 2:
+            row["per_iteration"] = {k: (b[0] - b[1]) / (counts[0] - counts[1]) for k, b in best.items()}
+        rows.append((name, {**row, "n": n, "compiled": bool(sessions["jit;cpu"].runtime.compiled_loops)}))
     return rows
 
 
 def idioms_table(rows: list[tuple[str, dict]]) -> str:
-    lines = ["| model | n | cpu (µs) | jit (µs) | LiteRT (µs) | cpu / LiteRT | jit / LiteRT |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| model | n | cpu (µs) | jit (µs) | LiteRT (µs) | cpu / LiteRT | jit / LiteRT | "
+             "per iteration: cpu / jit / LiteRT (µs) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in rows:
         how = " (compiled)" if r["compiled"] else ""
+        it = r.get("per_iteration")
+        each = "–" if it is None else f"{it['cpu']:.2f} / {it['jit']:.3f} / {it['LiteRT']:.3f}"
         lines.append(f"| {name} | {r['n'] if r['n'] is not None else '–'} | {r['cpu']:.1f} | {r['jit']:.1f}{how} | "
-                     f"{r['LiteRT']:.1f} | {r['cpu'] / r['LiteRT']:.2f}x | {r['jit'] / r['LiteRT']:.2f}x |")
+                     f"{r['LiteRT']:.1f} | {r['cpu'] / r['LiteRT']:.2f}x | {r['jit'] / r['LiteRT']:.2f}x | {each} |")
     return "\n".join(lines) + "\n"
 
 
@@ -167,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                "write them (benchmarks/make_loop_models.py, IDIOMS), µs per run at loop count n (whole runs: "
                "the session's and LiteRT's fixed per-run costs included), best of 21, runtimes in turn, one "
                "thread. cpu = the numpy backend alone; jit = backends \"jit;cpu\" (\"compiled\": the "
-               "whole WHILE ran as one compiled function).\n\n" + idioms_table(idiom_times()))
+               "whole WHILE ran as one compiled function). Per iteration: for loops of n >= 100, (best at n "
+               "- best at n // 10) / (n - n // 10), the fixed costs cancelled.\n\n" + idioms_table(idiom_times()))
         out = Path(args.out or ROOT / "docs" / "loop_idioms.md")
         out.write_text(doc)
         print(doc)

@@ -63,7 +63,8 @@ def _body_loop(body):
 # loops over tf.range (autograph), two loop values, a shift register (STRIDED_SLICE, MEAN,
 # CONCATENATION), a recurrent cell (a small FULLY_CONNECTED), a sequence read at the counter (xs[t]:
 # a STRIDED_SLICE whose begin is the counter; tf.gather), tf.where (SELECT), a tolerance test
-# (REDUCE_MAX), a loop in a loop, and a Python `and` in the cond (an IF in the cond subgraph).
+# (REDUCE_MAX), a loop in a loop, a Python `and` in the cond (an IF in the cond subgraph), a unary op on a
+# [1]-shaped value (SQRT) and a [1, 1]-shaped value (a 1x1 matrix).
 S = tf.TensorSpec
 W64 = tf.constant(np.random.default_rng(2).normal(0, 0.15, (64, 64)).astype(np.float32))
 
@@ -164,8 +165,24 @@ def tensor_array_loop(v, n):
     return steps.stack()
 
 
+@tf.function(input_signature=[S([1], tf.float32, name="v"), S([], tf.int32, name="n")])
+def sqrt_loop(v, n):
+    i = tf.constant(0)
+    while i < n:
+        v = tf.sqrt(v * v + 1.0) - 0.5
+        i += 1
+    return v
+
+
+@tf.function(input_signature=[S([1, 1], tf.float32, name="v"), S([], tf.int32, name="n")])
+def unit_matrix_loop(v, n):
+    for _ in tf.range(n):
+        v = v * 0.999 + 0.001
+    return v
+
+
 IDIOMS = (maxiter_loop, range_loop, two_values_loop, shift_loop, rnn_loop, sequence_loop, gather_loop,
-          select_loop, tolerance_loop, nested_loop, newton_loop, tensor_array_loop)
+          select_loop, tolerance_loop, nested_loop, newton_loop, tensor_array_loop, sqrt_loop, unit_matrix_loop)
 
 
 def _recurrent_model(layer) -> bytes:

@@ -20,11 +20,12 @@ NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT = 0, 1, 2, 3, 4, 5
 
 
 def _bounds(dt: np.dtype, lo: float, hi: float) -> tuple:
-    """[lo, hi] as scalars of dtype `dt` (an infinite bound becomes the integer type's limit)."""
+    """[lo, hi] as rank-0 arrays of dtype `dt` (an infinite bound becomes the integer type's limit):
+    a ufunc converts a numpy scalar operand to an array on every call, ~0.3 us of a small clip."""
     if dt.kind in "iu":
         info = np.iinfo(dt)
-        return dt.type(max(lo, info.min)), dt.type(min(hi, info.max))
-    return dt.type(lo), dt.type(hi)
+        return np.array(max(lo, info.min), dt), np.array(min(hi, info.max), dt)
+    return np.array(lo, dt), np.array(hi, dt)
 
 
 def _clamp(lo: float, hi: float) -> Callable[[np.ndarray], np.ndarray]:

@@ -96,12 +96,20 @@ def concatenation(ctx: KernelContext) -> Run:
         return run
     alloc = ctx.output_buffer(0)
 
+    # each input copied into its slab of the output: np.concatenate's argument handling was most of a
+    # small join's time (a converter's shift register in a loop body: [7] + [1], 2.1 -> 0.8 us)
+    slabs, start = [], 0
+    for i, shape in zip(ins, in_shapes):
+        slabs.append((i, shape, (slice(None),) * axis + (slice(start, start + shape[axis]),)))
+        start += shape[axis]
+
     def run_planned() -> None:
-        xs = [v[i] for i in ins]
-        if tuple(np.shape(x) for x in xs) != in_shapes:
-            return run()
         out = alloc(out_shape)
-        np.concatenate(xs, axis=axis, out=out)
+        for i, shape, slab in slabs:
+            x = v[i]
+            if x.shape != shape:
+                return run()
+            out[slab] = x
         v[o] = out if act is None else act(out)
     return run_planned
 

@@ -444,6 +444,13 @@ def _mean_make(dt: np.dtype, keep: bool):
     if dt.kind == "f":
         acc = np.dtype(np.float32) if dt == np.float16 else dt   # float16: float32 sum, one rounding
         total = _float_sum(acc, keep)
+        counts: dict = {}
+
+        def count_of(n: int) -> np.ndarray:   # rank-0: a ufunc converts a numpy scalar on every call
+            c = counts.get(n)
+            if c is None:
+                c = counts[n] = np.array(n, acc)
+            return c
 
         def mean(x, axes):
             # float32 sum divided by the count in float32; an empty axis gives NaN as in TFLite (0/0),
@@ -452,11 +459,11 @@ def _mean_make(dt: np.dtype, keep: bool):
             n = 1
             for a in axes:
                 n *= x.shape[a]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                if type(s) is np.ndarray:
-                    m = np.divide(s, acc.type(n), out=s)
-                else:
-                    m = np.divide(s, acc.type(n))
+            if not n:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    return np.divide(s, acc.type(0)).astype(dt)
+            # a count >= 1 raises no floating-point flag, so no errstate (~1.5 us: a small MEAN's cost)
+            m = np.divide(s, count_of(n), out=s) if type(s) is np.ndarray else s / acc.type(n)
             return m if acc == dt else m.astype(dt)
         return mean
 

@@ -45,7 +45,24 @@ def _unary(ctx: KernelContext, fn, same_output: bool = True) -> Run:
         def run_planned() -> None:
             x = v[a]
             v[o] = fn(x, out=alloc(np.shape(x)))
-        return run_planned
+        if out_t.is_dynamic or int(np.prod(out_t.shape)) != 1:
+            return run_planned
+        # One value (a converter's [1]-shaped loop value): the ufunc on the numpy scalar, the same inner
+        # loop at half the cost of a call on an array
+        declared, first = tuple(out_t.shape), (0,) * len(out_t.shape)
+        planned, slot = ctx.output_slot(0)
+        dtype = out_t.dtype
+
+        def run_one() -> None:
+            x = v[a]
+            if x.shape != declared:
+                return run_planned()
+            r = planned[slot]
+            if r is None:
+                r = np.empty(declared, dtype)
+            r[first] = fn(x[first])
+            v[o] = r
+        return run_one
 
     def run() -> None:
         v[o] = fn(v[a])

@@ -299,6 +299,20 @@ def test_unsupported_types_are_prepare_errors(op, ins, out, msg):
         onert_py.infer.session(mb.to_bytes("tflite"))
 
 
+@pytest.mark.parametrize("opcode", ["LOGICAL_AND", "LOGICAL_OR"])
+@pytest.mark.parametrize("shapes", [([], []), ([6], [6]), ([2, 3], [3]), ([6], []), ([1], [])], ids=str)
+def test_logical_binary(opcode, shapes):
+    """LOGICAL_AND / LOGICAL_OR (bitwise & and | on bools: a loop cond's two verdicts) over every pair of
+    truth values, broadcast and rank-0, against LiteRT."""
+    out = list(np.broadcast_shapes(*map(tuple, shapes)))
+    mb = single_op_model(opcode, [("a", shapes[0], np.bool_), ("b", shapes[1], np.bool_)], [("y", out, np.bool_)])
+    g = np.random.default_rng(3)
+    for _ in range(6):
+        check_builtin(mb, [g.integers(0, 2, s).astype(np.bool_) for s in shapes])
+    for a, b in [(False, False), (False, True), (True, False), (True, True)]:
+        check_builtin(mb, [np.full(shapes[0], a), np.full(shapes[1], b)])
+
+
 @pytest.mark.parametrize("opcode", ["ADD", "MUL", "SUB", "DIV"])
 @pytest.mark.parametrize("values", [(3e38, 3e38), (-3e38, 3e38), (1.5, 2.0), (np.inf, 1.0), (np.nan, 1.0)])
 def test_one_element_arithmetic_clamps_like_litert(opcode, values):
@@ -316,7 +330,9 @@ def test_one_element_arithmetic_clamps_like_litert(opcode, values):
 
 @pytest.mark.parametrize("opcode", ["ADD", "SUB", "MUL", "DIV"])
 @pytest.mark.parametrize("act", [0, 1, 2, 3])
-def test_one_element_values_match_litert_bit_for_bit(opcode, act):
+@pytest.mark.parametrize("shapes", [([1], [1]), ([1], []), ([], [1]), ([1, 1], []), ([1], "const"), ([4], "const"),
+                                    ("const", [1])], ids=str)
+def test_one_element_values_match_litert_bit_for_bit(opcode, act, shapes):
     """[1]-shaped operands (the loop values converters emit) take a fast path (run_one; before this
     test, RELU_N1_TO_1 slipped through it unclamped, its range being symmetric like NONE's):
     random pairs over many magnitudes, overflow to +-inf (clamped to +-FLT_MAX), NaN, signed zeros,
@@ -327,12 +343,23 @@ def test_one_element_values_match_litert_bit_for_bit(opcode, act):
     pairs = [(big, big), (-big, big), (np.inf, 1.0), (np.nan, 2.0), (-0.0, 0.0), (1e-45, 3.0),
              (1.0, 0.0), (-1.0, 0.0), (0.0, 0.0), (3e38, -0.5)]
     pairs += [tuple((g.normal(size=2) * 10.0 ** g.integers(-30, 30, size=2)).astype(np.float32)) for _ in range(30)]
-    mb = single_op_model(opcode, [("a", [1], np.float32), ("b", [1], np.float32)], [("o", [1], np.float32)],
-                         fused_activation_function=act)
-    data = mb.to_bytes("tflite")
-    sess = onert_py.infer.session(data, backends="cpu")
-    for a, b in pairs:
-        inputs = [np.array([a], np.float32), np.array([b], np.float32)]
-        got = sess.infer(inputs)[0]
+    # Operands of shape [1] or rank 0 (a numpy scalar: read with float()), a [1, 1] value, and a rank-0
+    # constant beside [1] or [4] (the [4] path reads it as a rank-0 array): one model for the
+    # variable forms, one per pair for the constant ones.
+    out = list(np.broadcast_shapes(*(() if s == "const" else tuple(s) for s in shapes)))
+
+    def model(a, b):
+        specs = [("const", np.array(x, np.float32)) if s == "const" else (name, s, np.float32)
+                 for name, s, x in (("a", shapes[0], a), ("b", shapes[1], b))]
+        return single_op_model(opcode, specs, [("o", out, np.float32)], fused_activation_function=act)
+
+    def fed(a, b):
+        return [np.full(s, x, np.float32) for s, x in zip(shapes, (a, b)) if s != "const"]
+
+    sess = None if "const" in shapes else onert_py.infer.session(model(0, 0).to_bytes("tflite"), backends="cpu")
+    for a, b in pairs if sess is not None else pairs[:16]:
+        mb = model(a, b)
+        inputs = fed(a, b)
+        got = (sess or onert_py.infer.session(mb.to_bytes("tflite"), backends="cpu")).infer(inputs)[0]
         want = run_litert_builtin(mb, inputs)[0]
         np.testing.assert_array_equal(got, want, err_msg=f"{opcode} act={act} of {a!r}, {b!r}")

@@ -79,6 +79,21 @@ def test_float_unary(op, shape):
         _unary_case(op, shape, dtype, x, **_tol(dtype))
 
 
+@pytest.mark.parametrize("shape", [(1,), (1, 1)], ids=str)
+@pytest.mark.parametrize("op", sorted(FLOAT_OPS) + ["SIGN", "LOGICAL_NOT"])
+def test_one_value_unary(op, shape):
+    """A one-element tensor (a converter's [1]-shaped loop value) takes a path of its own (the ufunc on
+    the numpy scalar, written into the planned buffer): every edge value of the op, one per run of one
+    session, against LiteRT."""
+    dtypes = {"LOGICAL_NOT": [np.bool_], "SIGN": [np.float32, np.float64, np.int32]}
+    for dtype in dtypes.get(op) or _FLOAT_OP_DTYPES.get(op, [np.float32, np.float16]):
+        edges = [True, False] if op == "LOGICAL_NOT" else _finite_for(dtype, FLOAT_OPS.get(op, _GENERIC))
+        if np.dtype(dtype).kind == "i":
+            edges = [0, 1, -1, np.iinfo(dtype).max, np.iinfo(dtype).min]
+        for e in edges:
+            _unary_case(op, shape, dtype, np.full(shape, e, dtype), **_tol(dtype))
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_abs_neg_int_min(shape):
     # std::abs / unary minus of INT_MIN wrap around to INT_MIN.
