@@ -171,8 +171,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         self._subgraph_index = subgraph_index
         n = len(self._subgraph.inputs)
         self._input_dims: list[list[int] | None] = [None] * n   # fixed by update_inputs_tensorinfo
-        self._shown_inputs: list[list[int]] | None = None     # dims of the last update or infer
-        self._shown_outputs: list[list[int]] | None = None    # shapes of the last infer's outputs
+        self._shown_inputs: list[Sequence[int]] | None = None     # dims of the last update or infer
+        self._shown_outputs: list[Sequence[int]] | None = None    # shapes of the last infer's outputs
         self._pending: list[np.ndarray | None] = [None] * n   # set_input() values for run()
         self.inputs, self.outputs = [], []
 
@@ -203,7 +203,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         infos = [_info(self._subgraph.tensors[t]) for t in self._subgraph.inputs]
         if self._shown_inputs is not None:
             for info, dims in zip(infos, self._shown_inputs):
-                info.dims = dims
+                info.dims = list(dims)
         return infos
 
     def get_outputs_tensorinfo(self) -> list[tensorinfo]:
@@ -214,7 +214,7 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         infos = [_info(self._subgraph.tensors[t]) for t in self._subgraph.outputs]
         if self._shown_outputs is not None:
             for info, dims in zip(infos, self._shown_outputs):
-                info.dims = dims
+                info.dims = list(dims)
             return infos
         if self._shown_inputs is None:
             return infos
@@ -308,6 +308,10 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
             return self._infer(inputs_array, measure)
 
     def _infer(self, inputs_array: Sequence[Any], measure: bool):
+        if not measure:
+            outputs = self._execute(self._prepare_inputs(inputs_array))
+            self._prepare_ms = None
+            return outputs
         t0 = time.perf_counter()
         arrays = self._prepare_inputs(inputs_array)
         t1 = time.perf_counter()
@@ -325,15 +329,14 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
             self._use_shapes(tuple(a.shape for a in arrays))
         self.runtime.start_run()
         # inf/NaN results are values, as in LiteRT, not warnings
-        with np.errstate(all="ignore"), thread_limit(self.runtime.options.num_threads,
-                                                        self.runtime.own_thread_pool):
+        with np.errstate(all="ignore"), self.runtime.run_threads():
             results = self._executor().execute(self._executor_inputs(arrays))
         t = time.perf_counter()
         outputs = self._own_outputs(results, arrays)
         self._output_ms = (time.perf_counter() - t) * 1e3
         self.inputs, self.outputs = arrays, outputs
-        self._shown_inputs = [list(a.shape) for a in arrays]
-        self._shown_outputs = [list(np.shape(o)) for o in outputs]
+        self._shown_inputs = [a.shape for a in arrays]   # tuples: lists only when asked for
+        self._shown_outputs = [o.shape for o in outputs]
         return outputs
 
     def _executor(self):
@@ -517,6 +520,8 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
             return          # an input of unknown rank (a gradient model's cotangent) takes any shape
         expected = tuple(fixed) if fixed is not None else (
             t.shape_signature if t.shape_signature is not None else t.shape)
+        if shape == expected:
+            return
         ok = len(shape) == len(expected) and all(e < 0 or e == s for e, s in zip(expected, shape))
         if not ok:
             raise InputError(f"input {k} ({t.name!r}) has shape {list(shape)}, the model expects "
@@ -528,6 +533,13 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         seen: set[int] = set()
         held = list(inputs) + self.runtime.held_arrays()  # what the caller or the runtime keeps
         for r in results:
+            # the common case first: an array that owns its memory, made by this run, which can then
+            # share memory with no input (the caller's arrays predate it; a variable could hold a view)
+            if (r.__class__ is np.ndarray and r.base is None and len(held) == len(inputs) and r.flags.writeable
+                    and id(r) not in seen and not any(r is x for x in inputs)):
+                seen.add(id(r))
+                outs.append(r)
+                continue
             arr = np.asarray(r)
             if (not arr.flags.writeable or id(arr) in seen
                     or any(np.may_share_memory(arr, x) for x in held)):

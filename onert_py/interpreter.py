@@ -424,8 +424,7 @@ class Interpreter:
         arrays = [b.array if isinstance(b, _Buffer) else b for b in (st.inputs[i] for i in sg.inputs)]
         self._runtime.start_run()
         try:   # inf/NaN results are values, as in LiteRT (and the session), not numpy warnings
-            with np.errstate(all="ignore"), thread_limit(self._runtime.options.num_threads,
-                                                            self._runtime.own_thread_pool):
+            with np.errstate(all="ignore"), self._runtime.run_threads():
                 results = self._executor(k).execute(arrays)
         except RuntimeError:
             raise

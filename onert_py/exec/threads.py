@@ -134,29 +134,40 @@ class thread_limit:
     """`with thread_limit(n, own_pool):` runs the body with BLAS and numba limited to `n` threads (None:
     BLAS as it is, numba on one); own_pool: the run uses the jit backend's pool, and BLAS gets one
     thread (see above). A class, not a generator: it is entered around every run, and a small model's
-    whole run is ~10 us (the generator form with its BLAS calls cost 6 us of it at num_threads=1)."""
-    __slots__ = ("n", "own_pool", "numba_set", "numba_before", "libs")
+    whole run is ~10 us (the generator form with its BLAS calls cost 6 us of it at num_threads=1).
+    An instance may be entered again once exited (not while entered): sessions keep one, and what it
+    looks up (numba's and BLAS's getters and setters, the counts wanted) is looked up once."""
+    __slots__ = ("n", "own_pool", "numba", "numba_before", "libs", "blas_want")
 
     def __init__(self, n: int | None, own_pool: bool = False):
         self.n, self.own_pool = n, own_pool
+        self.numba: tuple | None = None     # (get, set, count wanted), once numba is imported
+        self.numba_before: int | None = None
+        self.libs = _blas_calls() if n is not None else ()
+        self.blas_want = 1 if own_pool else n
+
+    def _numba_plan(self) -> tuple | None:
+        numba = sys.modules.get("numba")
+        if numba is None:
+            return None
+        get, set_ = _numba_get_set()
+        self.numba = (get, set_, 1 if self.n is None else min(self.n, numba.config.NUMBA_NUM_THREADS))
+        return self.numba
 
     def __enter__(self) -> None:
         global _blas_holders
-        n = self.n
-        numba = sys.modules.get("numba")
         # numba's count is per thread (no lock needed); set (and put back) through its threading layer,
         # and only when it changes
-        self.numba_before = self.numba_set = None
-        if numba is not None:
-            numba_get, self.numba_set = _numba_get_set()
-            before = numba_get()
-            want = 1 if n is None else min(n, numba.config.NUMBA_NUM_THREADS)
-            if want != before:
-                self.numba_set(want)
+        plan = self.numba or self._numba_plan()
+        self.numba_before = None
+        if plan is not None:
+            before = plan[0]()
+            if before != plan[2]:
+                plan[1](plan[2])
                 self.numba_before = before
-        self.libs = libs = _blas_calls() if n is not None else ()
+        libs = self.libs
         if libs:
-            want = 1 if self.own_pool else n
+            want = self.blas_want
             with _blas_lock:
                 current = [get() for get, _ in libs]
                 if _blas_holders == 0:
@@ -177,4 +188,4 @@ class thread_limit:
                         if get() != k:
                             set_(k)
         if self.numba_before is not None:
-            self.numba_set(self.numba_before)
+            self.numba[1](self.numba_before)

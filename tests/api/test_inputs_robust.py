@@ -146,6 +146,30 @@ def test_session_outputs_are_the_callers_own(model):
     del rng
 
 
+def test_outputs_own_their_memory_against_each_other_and_variables():
+    """One tensor listed twice as an output, and an output a variable keeps (ASSIGN_VARIABLE of it):
+    each returned array is the caller's alone, not the other output's nor the variable's memory."""
+    from onert_py.schema.writer import ModelBuilder
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [3], np.float32)
+    s = sg.tensor("s", [3], np.float32)
+    sg.op("ADD", [x, x], [s], fused_activation_function=0)
+    sg.inputs, sg.outputs = [x], [s, s]
+    for keep in (False, True):
+        if keep:
+            h = sg.tensor("h", [], np.int32, type_name="RESOURCE")
+            sg.op("VAR_HANDLE", [], [h], container="", shared_name="kept")
+            sg.op("ASSIGN_VARIABLE", [h, s], [])
+        sess = onert_py.infer.session(mb.to_bytes("tflite"))
+        a, b = sess.infer([np.array([1.0, 2.0, 3.0], np.float32)])
+        np.testing.assert_array_equal(a, [2.0, 4.0, 6.0])
+        np.testing.assert_array_equal(b, [2.0, 4.0, 6.0])
+        assert not np.may_share_memory(a, b)
+        held = sess.runtime.held_arrays()
+        assert bool(held) == keep and not any(np.may_share_memory(o, v) for o in (a, b) for v in held)
+
+
 def test_interpreter_inputs_and_outputs():
     it = onert_py.Interpreter(model_content=_alias_model())
     it.allocate_tensors()
