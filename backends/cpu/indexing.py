@@ -13,10 +13,21 @@ from onert_py.backends.registry import CPU, KernelContext, Run, grad_rule, no_gr
 from onert_py.backends.shape_rules import Node, Shape, axis_of, fmt, is_static, same_shape, shape_from_value
 
 
+_UNSIGNED = {np.dtype(f"int{b}"): np.dtype(f"uint{b}") for b in (8, 16, 32, 64)}
+
+
 def _check_indices(idx: np.ndarray, limit: int, what: str = "index") -> None:
-    if idx.size and (idx.min() < 0 or idx.max() >= limit):
-        bad = idx[(idx < 0) | (idx >= limit)].ravel()[0]
-        raise IndexError(f"{what} {int(bad)} out of range [0, {limit})")
+    if not idx.size:
+        return
+    u = _UNSIGNED.get(idx.dtype)
+    if u is not None and limit <= 1 << (8 * u.itemsize - 1):
+        # read as unsigned, a negative index is >= 2**(bits-1) >= limit: one reduction instead of two
+        if np.maximum.reduce(idx.view(u), axis=None) < limit:
+            return
+    elif idx.min() >= 0 and idx.max() < limit:
+        return
+    bad = idx[(idx < 0) | (idx >= limit)].ravel()[0]
+    raise IndexError(f"{what} {int(bad)} out of range [0, {limit})")
 
 
 # ----------------------------------------------------------------------------- slices
@@ -99,24 +110,31 @@ def gather(ctx: KernelContext) -> Run:
             v[o] = np.asarray(np.take(a, idx, axis=axis))   # 0-d results come back as scalars
         return run
 
+    plans: dict = {}   # per (input shape, positions shape): the reshapes, axis move and batch index
+
+    def plan(a_shape: tuple, i_shape: tuple) -> tuple:
+        if a_shape[:bd] != i_shape[:bd]:
+            raise ValueError(f"batch dims of input {a_shape} and positions {i_shape} differ")
+        batch = a_shape[:bd]
+        nb = int(np.prod(batch, dtype=np.int64))
+        ar, ir = (nb,) + a_shape[bd:], (nb,) + i_shape[bd:]
+        ax = axis - bd + 1                                   # the gathered axis in ar
+        to_front = (0, ax) + tuple(d for d in range(1, len(ar)) if d != ax)   # [B, A, pre..., post...]
+        bidx = np.arange(nb).reshape((nb,) + (1,) * (len(ir) - 1))
+        ni, npre = len(ir) - 1, ax - 1
+        gathered = 1 + ni + len(ar) - 2                      # rank of [B, I..., pre..., post...]
+        perm = (0, *range(1 + ni, 1 + ni + npre), *range(1, 1 + ni), *range(1 + ni + npre, gathered))
+        out = batch + a_shape[bd:axis] + i_shape[bd:] + a_shape[axis + 1:]
+        if len(plans) < 8:
+            plans[a_shape, i_shape] = (ar, ir, to_front, bidx, perm, out)
+        return ar, ir, to_front, bidx, perm, out
+
     def run_batched() -> None:
         a, idx = v[x], np.asarray(v[p])
-        if a.shape[:bd] != idx.shape[:bd]:
-            raise ValueError(f"batch dims of input {a.shape} and positions {idx.shape} differ")
+        ar, ir, to_front, bidx, perm, out = plans.get((a.shape, idx.shape)) or plan(a.shape, idx.shape)
         _check_indices(idx, a.shape[axis], "gather index")
-        batch = a.shape[:bd]
-        nb = int(np.prod(batch, dtype=np.int64))
-        ar = a.reshape((nb,) + a.shape[bd:])
-        ir = idx.reshape((nb,) + idx.shape[bd:])
-        ax = axis - bd + 1                                   # axis in ar
-        am = np.moveaxis(ar, ax, 1)                          # [B, A, pre..., post...]
-        bidx = np.arange(nb).reshape((nb,) + (1,) * (ir.ndim - 1))
-        g = am[bidx, ir]                                     # [B, I..., pre..., post...]
-        ni, npre = ir.ndim - 1, ax - 1
-        perm = [0] + list(range(1 + ni, 1 + ni + npre)) + list(range(1, 1 + ni)) + \
-            list(range(1 + ni + npre, g.ndim))
-        g = g.transpose(perm)
-        v[o] = g.reshape(batch + g.shape[1:])
+        g = a.reshape(ar).transpose(to_front)[bidx, idx.reshape(ir)]   # [B, I..., pre..., post...]
+        v[o] = g.transpose(perm).reshape(out)
     return run_batched
 
 
@@ -417,16 +435,24 @@ def one_hot(ctx: KernelContext) -> Run:
     dt = ctx.output_dtype()
     check = ctx.alloc_check()
 
+    plans: dict = {}   # per (indices shape, depth): the indices' shape with the new axis, the depth range
+
+    def plan(shape: tuple, depth: int) -> tuple:
+        if depth < 0:
+            raise ValueError(f"depth {depth} must be non-negative")
+        check((int(np.prod(shape)), depth))
+        along = [1] * (len(shape) + 1)
+        along[axis] = depth
+        got = (shape[:axis] + (1,) + shape[axis:], np.arange(depth).reshape(along))
+        if len(plans) < 8:
+            plans[shape, depth] = got
+        return got
+
     def run() -> None:
         idx = np.asarray(v[i_t])
         (depth,) = get_depth()
-        if depth < 0:
-            raise ValueError(f"depth {depth} must be non-negative")
-        check((idx.size, depth))
-        shape = [1] * (idx.ndim + 1)
-        shape[axis] = depth
-        hot = np.expand_dims(idx, axis) == np.arange(depth).reshape(shape)
-        v[o] = np.where(hot, np.asarray(v[on_t], dt), np.asarray(v[off_t], dt))
+        expanded, positions = plans.get((idx.shape, depth)) or plan(idx.shape, depth)
+        v[o] = np.where(idx.reshape(expanded) == positions, np.asarray(v[on_t], dt), np.asarray(v[off_t], dt))
     return run
 
 

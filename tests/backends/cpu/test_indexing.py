@@ -239,6 +239,30 @@ def test_one_hot_dynamic_depth_int64_indices():
                                np.array(0.25, np.float32)])
 
 
+def test_one_hot_depth_changes_between_runs():
+    """A depth given at run time changes the output's shape without a new compile: each depth gets its
+    own plan (the indices' shape and the depth range), against LiteRT run after run."""
+    mb = single_op_model("ONE_HOT", [("i", [2, 3], np.int32), ("d", [], np.int32), ("on", [], np.float32),
+                                     ("off", [], np.float32)], [("o", [2, 3, -1], np.float32)], axis=-1)
+    sess = onert_py.infer.session(mb.to_bytes("tflite"), backends="cpu")
+    idx = np.array([[0, 2, 5], [1, -1, 3]], np.int32)
+    for depth in (4, 6, 2, 4):
+        inputs = [idx, np.array(depth, np.int32), np.array(1.5, np.float32), np.array(0.25, np.float32)]
+        np.testing.assert_array_equal(sess.infer(inputs)[0], run_litert(mb, inputs)[0])
+
+
+def test_gather_batch_dims_positions_change_shape_in_one_session():
+    """A batched GATHER whose positions change shape run after run in one session (the dataflow executor
+    compiles once for dynamic shapes): each shape pair gets its own plan, against LiteRT."""
+    mb = single_op_model("GATHER", [("x", [2, 5, 3], np.float32), ("p", [2, -1], np.int32)],
+                         [("o", [2, -1, 3], np.float32)], axis=1, batch_dims=1)
+    sess = onert_py.infer.session(mb.to_bytes("tflite"), backends="cpu", executor="dataflow")
+    x = np.arange(30, dtype=np.float32).reshape(2, 5, 3)
+    for n in (3, 1, 4, 3):
+        p = (np.arange(2 * n, dtype=np.int32).reshape(2, n) * 3) % 5
+        np.testing.assert_array_equal(sess.infer([x, p])[0], run_litert(mb, [x, p])[0])
+
+
 # ----------------------------------------------------------------------------- WHERE / UNIQUE
 
 @pytest.mark.parametrize("dtype", [np.bool_, np.float32, np.int32, np.int64])
