@@ -531,11 +531,12 @@ class session:  # noqa: N801 - mirrors onert's `infer.session`
         """Outputs as arrays the caller owns: never a user input, a constant, or a shared buffer."""
         outs = []
         seen: set[int] = set()
-        held = list(inputs) + self.runtime.held_arrays()  # what the caller or the runtime keeps
+        variables = self.runtime.held_arrays()
+        held = list(inputs) + variables  # what the caller or the runtime keeps
         for r in results:
             # the common case first: an array that owns its memory, made by this run, which can then
             # share memory with no input (the caller's arrays predate it; a variable could hold a view)
-            if (r.__class__ is np.ndarray and r.base is None and len(held) == len(inputs) and r.flags.writeable
+            if (r.__class__ is np.ndarray and r.base is None and not variables and r.flags.writeable
                     and id(r) not in seen and not any(r is x for x in inputs)):
                 seen.add(id(r))
                 outs.append(r)

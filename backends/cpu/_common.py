@@ -19,6 +19,22 @@ except ImportError:  # numpy < 2
 NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT = 0, 1, 2, 3, 4, 5
 
 
+def per_key(make: Callable, limit: int = 8) -> Callable:
+    """`make(*key)` remembered for up to `limit` keys: a kernel's plan per run-time shape (or per value it
+    depends on), made once for the shapes a model runs with; past the limit (a model whose shapes keep
+    changing), made again on each call rather than kept without bound."""
+    plans: dict = {}
+
+    def get(*key):
+        plan = plans.get(key)
+        if plan is None:
+            plan = make(*key)
+            if len(plans) < limit:
+                plans[key] = plan
+        return plan
+    return get
+
+
 def _bounds(dt: np.dtype, lo: float, hi: float) -> tuple:
     """[lo, hi] as rank-0 arrays of dtype `dt` (an infinite bound becomes the integer type's limit):
     a ufunc converts a numpy scalar operand to an array on every call, ~0.3 us of a small clip."""

@@ -81,12 +81,12 @@ def _arithmetic(ctx: KernelContext, fn) -> Run:
             v[o] = fn(v[a], v[b])
         return run
     lo, hi = rng
-    fast = _float_into_buffer(ctx, fn, lo, hi)
+    lo_a, hi_a = np.asarray(lo), np.asarray(hi)   # clip converts numpy scalar bounds on every call
+    fast = _float_into_buffer(ctx, fn, lo_a, hi_a)
     if fast is not None:
         return fast
 
     scalar_type = ctx.output_dtype().type
-    lo_a, hi_a = np.asarray(lo), np.asarray(hi)   # clip converts numpy scalar bounds on every call
     if code == NONE and scalar_type is np.float32:
         # Rank-0 values (loop counters, scalar states) take the first branch: with no activation only
         # +-inf lies outside [-FLT_MAX, FLT_MAX], and math.isinf is the cheapest test of a numpy scalar.
@@ -114,9 +114,9 @@ _UFUNCS = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.mul
            operator.truediv: np.divide}
 
 
-def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
+def _float_into_buffer(ctx: KernelContext, fn, lo: np.ndarray, hi: np.ndarray) -> Run | None:
     """ADD/SUB/MUL/DIV of float32 tensors with static shapes (rank >= 1): the ufunc writes into the
-    planned output buffer and the activation clamps it in place. An operand that varies only along the
+    planned output buffer and the activation clamps it in place to [lo, hi] (rank-0 arrays). An operand that varies only along the
     last axis while the other is the full output (a squeeze-excite scale) is tiled at run time to long
     rows. None when the shapes are not static."""
     ufunc = _UFUNCS.get(fn)
@@ -137,9 +137,8 @@ def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
     v = ctx.values
     alloc = ctx.output_buffer(0)
     clip = _clip
-    # numpy scalars as rank-0 arrays: a ufunc converts a scalar operand on every call (~0.2 us each,
-    # half a small step); a rank-0 constant is read from a list of its own instead of the values
-    lo_a, hi_a = np.asarray(lo), np.asarray(hi)
+    # a rank-0 constant operand as a rank-0 array, read from a list of its own instead of the values: a
+    # ufunc converts a numpy-scalar operand on every call (~0.2 us, half a small step)
     va, ia, vb, ib = v, a, v, b
     if ctx.const(0) is not None and not shapes[0]:
         va, ia = [np.asarray(ctx.const(0))], 0
@@ -182,7 +181,7 @@ def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
                 ufunc(x.reshape(rows), np.tile(y.reshape(c), reps), out=r.reshape(rows))
             else:
                 ufunc(np.tile(x.reshape(c), reps), y.reshape(rows), out=r.reshape(rows))
-            clip(r, lo_a, hi_a, out=r)
+            clip(r, lo, hi, out=r)
             v[o] = r
         return run_rows
 
@@ -192,7 +191,7 @@ def _float_into_buffer(ctx: KernelContext, fn, lo, hi) -> Run | None:
             return run_any()
         r = alloc(out_shape)
         ufunc(x, y, out=r)
-        clip(r, lo_a, hi_a, out=r)
+        clip(r, lo, hi, out=r)
         v[o] = r
     return run
 

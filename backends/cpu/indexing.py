@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from onert_py.backends.cpu._common import per_key
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.shape import FIXED_TYPES, check_dtype, int_input, register_value_movers
 from onert_py.backends import gradients as gr
@@ -110,9 +111,8 @@ def gather(ctx: KernelContext) -> Run:
             v[o] = np.asarray(np.take(a, idx, axis=axis))   # 0-d results come back as scalars
         return run
 
-    plans: dict = {}   # per (input shape, positions shape): the reshapes, axis move and batch index
-
-    def plan(a_shape: tuple, i_shape: tuple) -> tuple:
+    def make_plan(a_shape: tuple, i_shape: tuple) -> tuple:
+        """The reshapes, the axis move and the batch index for an input and positions shape."""
         if a_shape[:bd] != i_shape[:bd]:
             raise ValueError(f"batch dims of input {a_shape} and positions {i_shape} differ")
         batch = a_shape[:bd]
@@ -125,13 +125,12 @@ def gather(ctx: KernelContext) -> Run:
         gathered = 1 + ni + len(ar) - 2                      # rank of [B, I..., pre..., post...]
         perm = (0, *range(1 + ni, 1 + ni + npre), *range(1, 1 + ni), *range(1 + ni + npre, gathered))
         out = batch + a_shape[bd:axis] + i_shape[bd:] + a_shape[axis + 1:]
-        if len(plans) < 8:
-            plans[a_shape, i_shape] = (ar, ir, to_front, bidx, perm, out)
         return ar, ir, to_front, bidx, perm, out
+    plan = per_key(make_plan)
 
     def run_batched() -> None:
         a, idx = v[x], np.asarray(v[p])
-        ar, ir, to_front, bidx, perm, out = plans.get((a.shape, idx.shape)) or plan(a.shape, idx.shape)
+        ar, ir, to_front, bidx, perm, out = plan(a.shape, idx.shape)
         _check_indices(idx, a.shape[axis], "gather index")
         g = a.reshape(ar).transpose(to_front)[bidx, idx.reshape(ir)]   # [B, I..., pre..., post...]
         v[o] = g.transpose(perm).reshape(out)
@@ -314,17 +313,14 @@ def strided_slice(ctx: KernelContext) -> Run:
     opt = ctx.options
     # constant begin / end / strides (the converters' v[1:], v[0]): the numpy index of each input shape
     # made once (building it is ~2 us of Python, a loop's whole step otherwise)
-    known: dict | None = {} if all(ctx.const(i) is not None for i in (1, 2, 3)) else None
+    def index_of(shape: tuple) -> tuple:
+        return strided_slice_index(opt, shape, get_b(), get_e(), get_s())
+    known = per_key(index_of) if all(ctx.const(i) is not None for i in (1, 2, 3)) else None
 
     def run() -> None:
         a = v[x]
         shape = np.shape(a)
-        index = known.get(shape) if known is not None else None
-        if index is None:
-            index = strided_slice_index(opt, shape, get_b(), get_e(), get_s())
-            if known is not None and len(known) < 8:
-                known[shape] = index
-        r = a[index]
+        r = a[known(shape) if known is not None else index_of(shape)]
         # a full index gives a numpy scalar (the executor's rank-0 form), or a bare object for strings
         v[o] = r if isinstance(r, (np.ndarray, np.generic)) else np.array(r, dtype=object)
 
@@ -335,7 +331,7 @@ def strided_slice(ctx: KernelContext) -> Run:
     # path's np.shape, dict lookup and isinstance tests were most of the step)
     declared = tuple(in_t.shape)
     try:
-        index = strided_slice_index(opt, declared, get_b(), get_e(), get_s())
+        index = index_of(declared)
     except (IndexError, ValueError):
         return run    # raised, with its message, when a run gets there
 
@@ -435,23 +431,20 @@ def one_hot(ctx: KernelContext) -> Run:
     dt = ctx.output_dtype()
     check = ctx.alloc_check()
 
-    plans: dict = {}   # per (indices shape, depth): the indices' shape with the new axis, the depth range
-
-    def plan(shape: tuple, depth: int) -> tuple:
+    def make_plan(shape: tuple, depth: int) -> tuple:
+        """The indices' shape with the new axis, and the depth range along it."""
         if depth < 0:
             raise ValueError(f"depth {depth} must be non-negative")
         check((int(np.prod(shape)), depth))
         along = [1] * (len(shape) + 1)
         along[axis] = depth
-        got = (shape[:axis] + (1,) + shape[axis:], np.arange(depth).reshape(along))
-        if len(plans) < 8:
-            plans[shape, depth] = got
-        return got
+        return shape[:axis] + (1,) + shape[axis:], np.arange(depth).reshape(along)
+    plan = per_key(make_plan)
 
     def run() -> None:
         idx = np.asarray(v[i_t])
         (depth,) = get_depth()
-        expanded, positions = plans.get((idx.shape, depth)) or plan(idx.shape, depth)
+        expanded, positions = plan(idx.shape, depth)
         v[o] = np.where(idx.reshape(expanded) == positions, np.asarray(v[on_t], dt), np.asarray(v[off_t], dt))
     return run
 

@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from onert_py.backends.cpu._common import int_divide
+from onert_py.backends.cpu._common import int_divide, per_key
 from onert_py.backends.cpu._quant import (same_type_qparams, 
     multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
     multiply_by_quantized_multiplier_int64,
@@ -444,13 +444,8 @@ def _mean_make(dt: np.dtype, keep: bool):
     if dt.kind == "f":
         acc = np.dtype(np.float32) if dt == np.float16 else dt   # float16: float32 sum, one rounding
         total = _float_sum(acc, keep)
-        counts: dict = {}
-
-        def count_of(n: int) -> np.ndarray:   # rank-0: a ufunc converts a numpy scalar on every call
-            c = counts.get(n)
-            if c is None:
-                c = counts[n] = np.array(n, acc)
-            return c
+        # the count as a rank-0 array: a ufunc converts a numpy scalar operand on every call
+        count_of = per_key(lambda n: np.array(n, acc))
 
         def mean(x, axes):
             # float32 sum divided by the count in float32; an empty axis gives NaN as in TFLite (0/0),
@@ -695,7 +690,7 @@ def topk_v2(ctx: KernelContext) -> Run:
     else:
         k_fixed = None
 
-    rows_of: dict = {}   # per leading size: the row index picking each row's k values
+    rows_of = per_key(lambda m: np.arange(m).reshape(m, 1))   # the row index picking each row's k values
 
     def run() -> None:
         x = v[x_i]
@@ -704,11 +699,7 @@ def topk_v2(ctx: KernelContext) -> Run:
         check_k(k, n)
         order = np.argsort(key(x), axis=-1, kind="stable")[..., :k]
         m = x.size // n if n else 0
-        rows = rows_of.get(m)
-        if rows is None:
-            rows = np.arange(m).reshape(m, 1)
-            if len(rows_of) < 8:
-                rows_of[m] = rows
+        rows = rows_of(m)
         # one fancy index on the [m, n] view: take_along_axis builds its index grids on every call
         v[vo] = x.reshape(m, n)[rows, order.reshape(m, k)].reshape(order.shape)
         v[io] = order.astype(idx_dt)
