@@ -263,6 +263,34 @@ def test_gather_batch_dims_positions_change_shape_in_one_session():
         np.testing.assert_array_equal(sess.infer([x, p])[0], run_litert(mb, [x, p])[0])
 
 
+def test_batched_gather_and_one_hot_refuse_bad_values():
+    """Positions out of range (past the axis, or negative: one unsigned reduction checks both) and a
+    negative run-time depth are errors naming the op, the inputs stay as given, and the session keeps
+    working (against LiteRT)."""
+    gather = single_op_model("GATHER", [("x", [2, 5, 3], np.float32), ("p", [2, 2], np.int32)],
+                             [("o", [2, 2, 3], np.float32)], axis=1, batch_dims=1)
+    sess = onert_py.infer.session(gather.to_bytes("tflite"), backends="cpu")
+    x = np.arange(30, dtype=np.float32).reshape(2, 5, 3)
+    for bad in ([[0, 5], [1, 2]], [[0, 1], [-1, 2]]):
+        p = np.array(bad, np.int32)
+        given = p.copy()
+        with pytest.raises(onert_py.ExecutionError, match=r"GATHER.*gather index -?\d+ out of range \[0, 5\)"):
+            sess.infer([x, p])
+        np.testing.assert_array_equal(p, given)
+    good = np.array([[4, 0], [2, 2]], np.int32)
+    np.testing.assert_array_equal(sess.infer([x, good])[0], run_litert(gather, [x, good])[0])
+
+    one_hot = single_op_model("ONE_HOT", [("i", [3], np.int32), ("d", [], np.int32), ("on", [], np.float32),
+                                          ("off", [], np.float32)], [("o", [3, -1], np.float32)], axis=-1)
+    sess = onert_py.infer.session(one_hot.to_bytes("tflite"), backends="cpu")
+    idx = np.array([0, 2, 1], np.int32)
+    on_off = [np.array(1.0, np.float32), np.array(0.0, np.float32)]
+    with pytest.raises(onert_py.ExecutionError, match="ONE_HOT.*depth -2 must be non-negative"):
+        sess.infer([idx, np.array(-2, np.int32), *on_off])
+    inputs = [idx, np.array(3, np.int32), *on_off]
+    np.testing.assert_array_equal(sess.infer(inputs)[0], run_litert(one_hot, inputs)[0])
+
+
 # ----------------------------------------------------------------------------- WHERE / UNIQUE
 
 @pytest.mark.parametrize("dtype", [np.bool_, np.float32, np.int32, np.int64])
