@@ -413,6 +413,8 @@ def pairs_epilogue_fits(producer, chain, sg) -> bool:
     for op in chain:
         if op.opcode not in ("ADD", "SUB", "MUL") or not _pairs_accepts(op, sg) or list(op.inputs).count(carried) != 1:
             return False
+        if any(t == producer.outputs[0] or t in (c.outputs[0] for c in chain) for t in op.inputs if t != carried):
+            return False     # a value the chain computes, read again: the gathers carry one value
         y = sg.tensors[op.outputs[0]]
         if y.type_name != out_t.type_name or tuple(y.shape) != tuple(out_t.shape):
             return False
@@ -464,8 +466,8 @@ def epilogue_fits(producer, chain, sg) -> bool:
     """`chain` can run in an epilogue over the output of `producer` (float32, static; the `epilogue`
     rule of the kernels that end with epilogue_pass): each op has an expression, reads the carried
     value at exactly one of its inputs, writes a float32 output of the same shape, and reads nothing
-    else but float32 tensors of that shape, of one element, or of one value per channel (the last
-    axis)."""
+    else but values the chain computed before (the producer's output in x * sigmoid(x)) and float32
+    tensors of that shape, of one element, or of one value per channel (the last axis)."""
     producer_out = producer.outputs[0]
     out_t = sg.tensors[producer_out]
     shape = tuple(out_t.shape)
@@ -483,7 +485,7 @@ def epilogue_fits(producer, chain, sg) -> bool:
         reads = [op.inputs[i] if i < len(op.inputs) else -1 for i in expr.inputs]
         if reads.count(carried) != 1 or any(t < 0 for t in reads):
             return False
-        for t in reads:
+        for t in reads:   # (a value the chain computed before has the output's shape: "same")
             if t != carried and _operand_mode(sg.tensors[t], shape, channels) is None:
                 return False
         carried = op.outputs[0]
@@ -520,6 +522,16 @@ def _chain_code(ctx: KernelContext) -> tuple[list[str], list[tuple[int, str, np.
     lines: list[str] = []
     operands: list[tuple[int, str, np.ndarray | None]] = []
     carried = ctx.op.outputs[0]
+    # values the chain computes that a later op reads again (x in x * sigmoid(x)): kept in locals
+    computed, reread = {carried}, set()
+    for op in chain:
+        reread.update(t for t in op.inputs if t in computed and t != carried)
+        carried = op.outputs[0]
+        computed.add(carried)
+    kept = {t: f"kept{j}" for j, t in enumerate(sorted(reread))}
+    carried = ctx.op.outputs[0]
+    if carried in kept:
+        lines.append(f"{kept[carried]} = v")
     for op in chain:
         expr = expression_of(op, sg)
         refs = []
@@ -528,6 +540,9 @@ def _chain_code(ctx: KernelContext) -> tuple[list[str], list[tuple[int, str, np.
             if t == carried:
                 refs.append("v")
                 continue
+            if t in kept:
+                refs.append(kept[t])
+                continue
             mode = _operand_mode(sg.tensors[t], shape, shape[-1])
             name = f"e{len(operands)}"
             refs.append({"same": f"{name}[k]", "one": f"{name}[0]", "channel": f"{name}[ch]"}[mode])
@@ -535,6 +550,8 @@ def _chain_code(ctx: KernelContext) -> tuple[list[str], list[tuple[int, str, np.
             operands.append((t, mode, None if value is None else np.array(value, _F32).reshape(-1)))
         lines.append("v = " + expr.template.format(*refs))
         carried = op.outputs[0]
+        if carried in kept:
+            lines.append(f"{kept[carried]} = v")
     return lines, operands
 
 

@@ -87,6 +87,55 @@ def mean_quantized(ctx: KernelContext) -> Run:
     return run
 
 
+@kernel
+def _mean_pixels_float(x, acc, y):
+    """y[b, c] = the mean over pixels p of x[b, p, c] (x [N, P, C] float32, P > 0), summed in float64
+    (acc [C]) and rounded once."""
+    n = x.shape[1]
+    for b in range(x.shape[0]):
+        acc[:] = 0.0
+        for p in range(n):
+            for c in range(x.shape[2]):
+                acc[c] += x[b, p, c]
+        for c in range(x.shape[2]):
+            y[b, c] = np.float32(acc[c] / n)
+
+
+def _accepts_float_mean(op, sg) -> bool:
+    """Static rank-4 float32 input, axes {1, 2}, at least one pixel."""
+    if len(op.outputs) != 1 or op.inputs[0] < 0 or not _hw_axes(op, sg):
+        return False
+    x, y = sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]]
+    return (x.dtype == np.float32 and y.dtype == np.float32 and not x.is_dynamic and len(x.shape) == 4
+            and x.shape[1] * x.shape[2] > 0 and qparams(x) is None)
+
+
+@JIT.register("MEAN", dtypes=("float32",), accepts=_accepts_float_mean)
+def mean(ctx: KernelContext) -> Run:
+    """float32 MEAN over height and width (a global average pool, squeeze-and-excitation's first op):
+    one compiled pass over the input, where the cpu kernel's gemv, divide and reshapes cost 5 us alone
+    and ~10 inside a model (other run-time shapes: the cpu kernel)."""
+    cpu = CPU.kernel("MEAN")(ctx)
+    shape = tuple(ctx.input_tensor(0).shape)
+    n = shape[1] * shape[2]
+    out_shape = tuple(ctx.output_tensor(0).shape)
+    acc = np.zeros(shape[3], np.float64)
+    compile_now(_mean_pixels_float, np.zeros((1, 1, 1), np.float32), acc, np.zeros((1, 1), np.float32))
+    (x_i, _), (o,) = ctx.inputs, ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+
+    def run() -> None:
+        x = v[x_i]
+        if x.shape != shape:
+            return cpu()
+        y = alloc(out_shape)
+        _mean_pixels_float(np.ascontiguousarray(x, np.float32).reshape(shape[0], n, shape[3]), acc,
+                           y.reshape(shape[0], shape[3]))
+        v[o] = y
+    return run
+
+
 # ------------------------------------------------------------ inside compiled loops (jit/loop.py)
 
 _F32, _I32 = np.dtype(np.float32), np.dtype(np.int32)

@@ -324,11 +324,11 @@ def compile_model(model: Model, runtime: RuntimeState | None = None,
 def fuse_epilogues(sg: Subgraph, order: list[Operation], backend_of: Mapping[int, Backend],
                    attrs: Mapping[int, object]) -> tuple[list[Operation], dict[int, tuple[Operation, ...]]]:
     """Chains of elementwise ops to fuse into the kernels of the ops they follow: op P whose kernel
-    declares an `epilogue` takes its output's single reader C when C runs on the same backend, declares
-    itself `fusable` and P's epilogue(P, chain, sg) agrees; then C's reader, and so on. A tensor the
-    subgraph returns, a variable, or one read twice ends a chain. Returns the execution order with each
-    chain's producer moved to where the chain's last op was (every input the chain reads is computed
-    by then) and the chains' ops left out, and the chains by id(producer)."""
+    declares an `epilogue` takes a reader C of its output when C runs on the same backend, declares
+    itself `fusable` and P's epilogue(P, chain, sg) agrees; then a reader of C's output, and so on
+    (_epilogue_chain). Returns the execution order with each chain's producer moved to where the
+    chain's last op was (every input the chain reads is computed by then) and the chains' ops left
+    out, and the chains by id(producer)."""
     readers: dict[int, list[Operation]] = defaultdict(list)
     for op in sg.operations:
         for t in op.inputs:
@@ -341,17 +341,9 @@ def fuse_epilogues(sg: Subgraph, order: list[Operation], backend_of: Mapping[int
         accepts = attrs[id(op)].epilogue
         if accepts is None or id(op) in fused:
             continue
-        chain: list[Operation] = []
-        last = op
-        while len(last.outputs) == 1 and last.outputs[0] not in kept and len(readers[last.outputs[0]]) == 1:
-            nxt = readers[last.outputs[0]][0]
-            if (backend_of[id(nxt)] is not backend_of[id(op)] or not attrs[id(nxt)].fusable
-                    or id(nxt) in fused or len(nxt.outputs) != 1 or not accepts(op, (*chain, nxt), sg)):
-                break
-            chain.append(nxt)
-            last = nxt
+        chain = _epilogue_chain(op, sg, readers, kept, fused, backend_of, attrs)
         if chain:
-            chains[id(op)] = tuple(chain)
+            chains[id(op)] = chain
             fused.update(id(c) for c in chain)
     if not chains:
         return order, {}
@@ -366,6 +358,32 @@ def fuse_epilogues(sg: Subgraph, order: list[Operation], backend_of: Mapping[int
             continue
         new_order.append(op)
     return new_order, chains
+
+
+def _epilogue_chain(op: Operation, sg: Subgraph, readers: Mapping[int, list[Operation]], kept: set[int],
+                    fused: set[int], backend_of: Mapping[int, Backend], attrs: Mapping[int, object]
+                    ) -> tuple[Operation, ...]:
+    """The longest chain fuse_epilogues may fuse after `op`: each next op is the first reader (in model
+    order) of the value carried so far and may also read values the chain computed before it (the
+    gate of x * sigmoid(x): the producer's output, read again after LOGISTIC). A chain ends only where
+    every reader of the values it computes, but its last, is in it, and none of them is returned or a
+    variable."""
+    accepts = attrs[id(op)].epilogue
+    chain: list[Operation] = []
+    members: set[int] = set()
+    values = [op.outputs[0]] if len(op.outputs) == 1 else []
+    best: tuple[Operation, ...] = ()
+    while values and values[-1] not in kept:
+        nxt = next((r for r in readers[values[-1]] if id(r) not in members), None)
+        if (nxt is None or backend_of[id(nxt)] is not backend_of[id(op)] or not attrs[id(nxt)].fusable
+                or id(nxt) in fused or len(nxt.outputs) != 1 or not accepts(op, (*chain, nxt), sg)):
+            break
+        chain.append(nxt)
+        members.add(id(nxt))
+        values.append(nxt.outputs[0])
+        if all(id(r) in members for t in values[:-1] for r in readers[t]):
+            best = tuple(chain)
+    return best
 
 
 def fold_prologues(sg: Subgraph, order: list[Operation], attrs: Mapping[int, object]
@@ -405,10 +423,8 @@ def fold_prologues(sg: Subgraph, order: list[Operation], attrs: Mapping[int, obj
 def fused_operation(op: Operation, chain: tuple[Operation, ...]) -> Operation:
     """The op an executor runs for `op` with `chain` fused into it: it reads op's inputs and the chain's
     other inputs and writes the chain's last output (what the memory plan and the profile see)."""
-    extra, carried = [], op.outputs[0]
-    for c in chain:
-        extra += [t for t in c.inputs if t >= 0 and t != carried]
-        carried = c.outputs[0]
+    internal = {op.outputs[0], *(c.outputs[0] for c in chain)}
+    extra = [t for c in chain for t in c.inputs if t >= 0 and t not in internal]
     return dataclasses.replace(op, inputs=(*op.inputs, *extra), outputs=chain[-1].outputs,
                                fused=tuple(c.index for c in chain))
 

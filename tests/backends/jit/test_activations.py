@@ -222,3 +222,37 @@ def test_gelu_runs_compiled_and_matches(approximate):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
     # NaN stays NaN, +inf gives +inf; -inf gives NaN (-inf * 0), as the cpu kernel and LiteRT (checked above)
     assert np.isnan(got.reshape(-1)[4]) and got.reshape(-1)[2] == np.inf and np.isnan(got.reshape(-1)[3])
+
+
+# float32 SOFTMAX (backends/jit/activations.py): one compiled loop, exp32 for numpy's exp and numpy's
+# blocked sum, so within a few ulp of the cpu kernel; LiteRT's builtin kernel is the reference.
+@pytest.mark.parametrize("shape, beta", [((1, 1000), 1.0), ((3, 129), 0.7), ((2, 3, 5), 2.0), ((4, 1), 1.0),
+                                         ((1, 8), 1.0)], ids=str)
+def test_float_softmax_runs_compiled(shape, beta):
+    x = (rng(9).standard_normal(shape) * 6).astype(np.float32)
+    mb = single_op_model("SOFTMAX", [("x", list(shape), np.float32)], [("y", list(shape), np.float32)], beta=beta)
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["jit"]
+    want = run_litert_builtin(mb, [x])[0]
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-9)
+    np.testing.assert_allclose(got, _run(mb, [x], "cpu")[1], rtol=2e-6, atol=1e-9)
+    np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-6)
+
+
+def test_float_softmax_special_rows_and_resize():
+    """A row with NaN or +inf gives NaNs, -inf gives 0, as the cpu kernel (numpy's NaN max) gives them;
+    an input resized at run time takes the cpu kernel."""
+    x = np.array([[1, np.nan, 2, 0], [np.inf, 1, 2, 0], [-np.inf, 0, 1, 3], [88, -88, 0, 1e30]], np.float32)
+    mb = single_op_model("SOFTMAX", [("x", [4, 4], np.float32)], [("y", [4, 4], np.float32)], beta=1.0)
+    got = _run(mb, [x], "jit;cpu")[1]
+    np.testing.assert_allclose(got, _run(mb, [x], "cpu")[1], rtol=2e-6, atol=0)
+    assert np.isnan(got[:2]).all() and got[2, 0] == 0 and got[3, 3] == 1.0
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(run_litert_builtin(mb, [x])[0]))
+    it = onert_py.Interpreter(model_content=mb.to_bytes("tflite"))
+    it.resize_tensor_input(0, [2, 6])
+    it.allocate_tensors()
+    y = rng(3).standard_normal((2, 6)).astype(np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], y)
+    it.invoke()
+    e = np.exp(y - y.max(-1, keepdims=True))
+    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), e / e.sum(-1, keepdims=True), rtol=1e-6)

@@ -270,27 +270,27 @@ Q_X, Q_CONV, Q_R, Q_Y = (0.05, -3), (0.08, 5), (0.06, -10), (0.1, 2)
 
 
 def _int8_block(*, residual_first: bool = False, out_conv: bool = False, residual_shape=None,
-                then_mul: bool = False) -> ModelBuilder:
-    """x -> CONV_2D 1x1 int8 (per-channel filter, bias) -> ADD(conv, r) [-> MUL(add, r)] -> y."""
+                then_mul: bool = False, mul_reads_conv: bool = False, shape=SHAPE) -> ModelBuilder:
+    """x -> CONV_2D 1x1 int8 (per-channel filter, bias) -> ADD(conv, r) [-> MUL(add, r or conv)] -> y."""
     g = rng(5)
     mb = ModelBuilder()
     sg = mb.subgraph("main")
-    x = sg.tensor("x", SHAPE, np.int8, quantization=Q_X)
-    r = sg.tensor("r", residual_shape or SHAPE, np.int8, quantization=Q_R)
+    x = sg.tensor("x", shape, np.int8, quantization=Q_X)
+    r = sg.tensor("r", residual_shape or shape, np.int8, quantization=Q_R)
     scales = g.uniform(0.002, 0.01, 16).astype(np.float32)
     w = sg.const("w", g.integers(-127, 128, (16, 1, 1, 16)).astype(np.int8),
                  quantization=(scales, np.zeros(16, np.int64), 0))
     b = sg.const("b", g.integers(-2000, 2000, 16).astype(np.int32),
                  quantization=(scales * np.float32(Q_X[0]), np.zeros(16, np.int64), 0))
-    c = sg.tensor("conv", SHAPE, np.int8, quantization=Q_CONV)
-    y = sg.tensor("y", SHAPE, np.int8, quantization=Q_Y)
+    c = sg.tensor("conv", shape, np.int8, quantization=Q_CONV)
+    y = sg.tensor("y", shape, np.int8, quantization=Q_Y)
     sg.inputs = [x, r]
     sg.op("CONV_2D", [x, w, b], [c], padding=0, stride_h=1, stride_w=1, dilation_h_factor=1,
           dilation_w_factor=1, fused_activation_function=NONE)
     if then_mul:
-        a = sg.tensor("add", SHAPE, np.int8, quantization=Q_Y)
+        a = sg.tensor("add", shape, np.int8, quantization=Q_Y)
         sg.op("ADD", [r, c] if residual_first else [c, r], [a], fused_activation_function=NONE)
-        sg.op("MUL", [a, r], [y], fused_activation_function=NONE)
+        sg.op("MUL", [a, c if mul_reads_conv else r], [y], fused_activation_function=NONE)
     else:
         sg.op("ADD", [r, c] if residual_first else [c, r], [y], fused_activation_function=RELU)
     sg.outputs = [y] + ([c] if out_conv else [])
@@ -354,3 +354,142 @@ def test_elementwise_ops_fuse_into_one_pass(first_shape):
     got = sess.infer(ins)[0]
     _unfused_bits(got, data, ins)
     assert_close([got], run_litert_builtin(mb, ins), rtol=1e-5, atol=1e-6)
+
+
+def test_int8_chain_reading_the_conv_again_is_left_apart():
+    """ADD(conv, r) then MUL(add, conv): the table gathers carry one value, so the conv keeps its output
+    (and the MUL reads it) rather than fusing the two. Large enough that the jit kernel takes the conv
+    without a residual to fuse."""
+    mb = _int8_block(then_mul=True, mul_reads_conv=True, shape=[1, 48, 48, 16])
+    data, ins = mb.to_bytes("tflite"), _int8_inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert sess.executors[0].backend_names[0] == "jit"
+    assert all(name != "CONV_2D" for name, _ in _fused(sess))
+    np.testing.assert_array_equal(sess.infer(ins)[0], run_litert_builtin(mb, ins)[0])
+
+
+# ------------------------------------------------------------ gated chains: x * sigmoid(x)
+
+def _gated(producer: str, *, producer_out: bool = False, third_reader: bool = False,
+           gate_first: bool = False) -> ModelBuilder:
+    """x -> PRODUCER -> LOGISTIC -> MUL(producer's output, gate) -> ADD(., r): the swish / SiLU after
+    EfficientNet's and YOLO's convolutions as the converter writes it. PRODUCER: a 3x3 CONV_2D, a
+    FULLY_CONNECTED or an elementwise ADD (a per-op kernel). The flags make the variants whose
+    producer must keep its output: it is returned, or read by a third op."""
+    g = rng(31)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    if producer == "CONV_2D":
+        in_shape, shape = [1, 10, 12, 16], [1, 10, 12, 24]
+    elif producer == "FULLY_CONNECTED":
+        in_shape, shape = [4, 32], [4, 24]
+    else:
+        in_shape = shape = [1, 10, 12, 24]
+    x, r = sg.tensor("x", in_shape, np.float32), sg.tensor("r", shape, np.float32)
+    p, gate, gated, y = (sg.tensor(n, shape, np.float32) for n in ("p", "gate", "gated", "y"))
+    sg.inputs = [x, r]
+    if producer == "CONV_2D":
+        w = sg.const("w", (g.normal(size=(24, 3, 3, 16)) / 6).astype(np.float32))
+        b = sg.const("b", g.normal(size=24).astype(np.float32))
+        sg.op("CONV_2D", [x, w, b], [p], padding=0, stride_h=1, stride_w=1, dilation_h_factor=1,
+              dilation_w_factor=1, fused_activation_function=NONE)
+    elif producer == "FULLY_CONNECTED":
+        w = sg.const("w", (g.normal(size=(24, 32)) / 4).astype(np.float32))
+        b = sg.const("b", g.normal(size=24).astype(np.float32))
+        sg.op("FULLY_CONNECTED", [x, w, b], [p], fused_activation_function=NONE)
+    else:
+        b = sg.const("b", g.normal(size=24).astype(np.float32))
+        sg.op("ADD", [x, b], [p], fused_activation_function=NONE)
+    sg.op("LOGISTIC", [p], [gate])
+    sg.op("MUL", [gate, p] if gate_first else [p, gate], [gated], fused_activation_function=NONE)
+    sg.op("ADD", [gated, r], [y], fused_activation_function=NONE)
+    sg.outputs = [y]
+    if producer_out:
+        sg.outputs.append(p)
+    if third_reader:
+        z = sg.tensor("z", shape, np.float32)
+        sg.op("RELU", [p], [z])
+        sg.outputs.append(z)
+    return mb
+
+
+@pytest.mark.parametrize("gate_first", [False, True], ids=["x_times_gate", "gate_times_x"])
+@pytest.mark.parametrize("producer", ["CONV_2D", "FULLY_CONNECTED", "ADD"])
+def test_gated_chain_fuses_into_its_producer(producer, gate_first):
+    """The producer's kernel keeps its value while LOGISTIC runs, then multiplies by it: one pass, with
+    the unfused run's bits and LiteRT's values (special values through the elementwise producer)."""
+    mb = _gated(producer, gate_first=gate_first)
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    if producer == "ADD":
+        ins[0].reshape(-1)[:6] = [np.nan, np.inf, -np.inf, -0.0, 100.0, -100.0]
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == [(producer, (1, 2, 3))]
+    assert len(sess.executors[0].operations) == 1
+    got = sess.infer(ins)[0]
+    np.testing.assert_array_equal(got, onert_py.infer.session(data, "jit;cpu", fuse_ops=False).infer(ins)[0])
+    assert_close([got], onert_py.infer.session(data, "cpu").infer(ins), rtol=1e-5, atol=3e-5)
+    assert_close([got], run_litert_builtin(mb, ins), rtol=1e-5, atol=3e-5)
+
+
+@pytest.mark.parametrize("variant", [{"producer_out": True}, {"third_reader": True}], ids=["returned", "read_again"])
+@pytest.mark.parametrize("producer", ["CONV_2D", "ADD"])
+def test_gated_chain_whose_value_is_needed_elsewhere(producer, variant):
+    """The producer's output is returned or read by a RELU outside the chain: it is written, and
+    LOGISTIC (a per-op kernel) takes the MUL and ADD, reading it back."""
+    mb = _gated(producer, **variant)
+    data, ins = mb.to_bytes("tflite"), _inputs(mb)
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert _fused(sess) == [("LOGISTIC", (2, 3))]
+    got = sess.infer(ins)
+    unfused = onert_py.infer.session(data, "jit;cpu", fuse_ops=False).infer(ins)
+    for a, b in zip(got, unfused):
+        np.testing.assert_array_equal(a, b)
+    assert_close(got, run_litert_builtin(mb, ins), rtol=1e-5, atol=3e-5)
+
+
+# ------------------------------------------------------------ a model's input scaling (3 channels)
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["rescaling", "normalization"])
+def test_input_scaling_chain_on_three_channels(per_channel):
+    """x * 1/127.5 - 1 (Keras' Rescaling) or (x - mean) * 1/std per channel (Normalization) on an RGB
+    input, then a strided 3x3 stem: the scaling is one pass (a flat loop when no operand is per
+    channel, codegen.channel_loop), with the unfused run's bits and LiteRT's values."""
+    g = rng(41)
+    mb = ModelBuilder()
+    sg = mb.subgraph("main")
+    x = sg.tensor("x", [1, 30, 40, 3], np.float32)
+    shape = [1] * 3 + [3] if per_channel else [1]
+    first = sg.const("first", (g.uniform(0.3, 0.6, 3) if per_channel else np.array([1 / 127.5])).astype(np.float32).reshape(shape))
+    second = sg.const("second", (g.uniform(0.5, 2.0, 3) if per_channel else np.array([1.0])).astype(np.float32).reshape(shape))
+    a, s = sg.tensor("a", [1, 30, 40, 3], np.float32), sg.tensor("s", [1, 30, 40, 3], np.float32)
+    w = sg.const("w", (g.normal(size=(16, 3, 3, 3)) / 5).astype(np.float32))
+    y = sg.tensor("y", [1, 15, 20, 16], np.float32)
+    sg.inputs = [x]
+    if per_channel:
+        sg.op("SUB", [x, first], [a], fused_activation_function=NONE)
+        sg.op("MUL", [a, second], [s], fused_activation_function=NONE)
+    else:
+        sg.op("MUL", [x, first], [a], fused_activation_function=NONE)
+        sg.op("SUB", [a, second], [s], fused_activation_function=NONE)
+    bias = sg.const("bias", g.normal(size=16).astype(np.float32))
+    sg.op("CONV_2D", [s, w, bias], [y], padding=0, stride_h=2, stride_w=2, dilation_h_factor=1,
+          dilation_w_factor=1, fused_activation_function=RELU)
+    sg.outputs = [y]
+    data = mb.to_bytes("tflite")
+    ins = [g.uniform(0, 255, (1, 30, 40, 3)).astype(np.float32)]
+    sess = onert_py.infer.session(data, "jit;cpu")
+    assert (("SUB" if per_channel else "MUL"), (1,)) in _fused(sess)
+    got = sess.infer(ins)[0]
+    np.testing.assert_array_equal(got, onert_py.infer.session(data, "jit;cpu", fuse_ops=False).infer(ins)[0])
+    assert_close([got], run_litert(mb, ins), rtol=1e-5, atol=1e-4)
+
+
+def test_channel_loop_is_flat_unless_a_line_reads_the_channel():
+    from onert_py.backends.jit.codegen import channel_loop
+    flat = channel_loop("    ", "n", "channels", ["v = a[k] * e0[0]", "out[k] = v"])
+    assert sum(line.lstrip().startswith("for ") for line in flat) == 1
+    nested = channel_loop("    ", "n", "channels", ["v = a[k] * e0[ch]", "out[k] = v"])
+    assert sum(line.lstrip().startswith("for ") for line in nested) == 2
+    # a name that merely contains "ch" is no channel read
+    assert sum(line.lstrip().startswith("for ") for line in
+               channel_loop("    ", "n", "channels", ["v = each[k]", "out[k] = v"])) == 1

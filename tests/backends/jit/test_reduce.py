@@ -44,3 +44,43 @@ def test_other_reductions_stay_on_cpu():
         assert _run(_mean(np.int8, x.shape, axes, False), x)[0] == ["cpu"]
     x16 = np.zeros((1, 3, 3, 4), np.int16)
     assert _run(_mean(np.int16, x16.shape, [1, 2], True, (0.01, 0), (0.01, 0)), x16)[0] == ["cpu"]
+
+
+# float32 MEAN over height and width (a global average pool, a squeeze-and-excitation block's first
+# op): one compiled pass summing in float64, against LiteRT's builtin kernel and the cpu backend.
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("shape, axes", [((1, 56, 56, 16), [1, 2]), ((2, 7, 5, 24), [2, 1]), ((1, 7, 7, 3), [-3, -2]),
+                                         ((1, 1, 1, 9), [1, 2])])
+def test_float_global_average_pool(keep, shape, axes):
+    x = (rng(4).standard_normal(shape) * 3 + 1).astype(np.float32)
+    mb = _mean(np.float32, shape, axes, keep, None, None)
+    backends, got = _run(mb, x)
+    assert backends == ["jit"] and got.dtype == np.float32
+    want = x.astype(np.float64).mean(axis=(1, 2), keepdims=keep)
+    np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-7)     # summed in float64, rounded once
+    np.testing.assert_allclose(got, run_litert_builtin(mb, [x])[0], rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(got, _run(mb, x, "cpu")[1], rtol=2e-6, atol=1e-6)
+
+
+def test_float_mean_special_values_and_other_shapes():
+    """inf and NaN as LiteRT gives them; an input resized at run time takes the cpu kernel."""
+    x = np.ones((1, 4, 4, 3), np.float32)
+    x[0, 1, 2] = [np.inf, np.nan, -np.inf]
+    mb = _mean(np.float32, x.shape, [1, 2], True, None, None)
+    got = _run(mb, x)[1]
+    np.testing.assert_array_equal(got, run_litert_builtin(mb, [x])[0])
+    it = onert_py.Interpreter(model_content=mb.to_bytes("tflite"))
+    it.resize_tensor_input(0, [2, 3, 5, 3])
+    it.allocate_tensors()
+    big = rng(6).standard_normal((2, 3, 5, 3)).astype(np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], big)
+    it.invoke()
+    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]),
+                               big.mean(axis=(1, 2), keepdims=True), rtol=1e-6, atol=1e-7)
+
+
+def test_float_means_jit_does_not_take_stay_on_cpu():
+    x = np.zeros((2, 5, 7, 3), np.float32)
+    for axes in ([1], [3], [1, 2, 3], [0, 1]):
+        assert _run(_mean(np.float32, x.shape, axes, False, None, None), x)[0] == ["cpu"]
+    assert _run(_mean(np.float32, (1, 0, 4, 3), [1, 2], True, None, None), np.zeros((1, 0, 4, 3), np.float32))[0] == ["cpu"]
