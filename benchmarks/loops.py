@@ -3,7 +3,7 @@
     python benchmarks/loops.py [--threads 1 2] [--out docs/loops_benchmark.md]
 
 benchmarks/models/*_loop.tflite (made by benchmarks/make_loop_models.py with the TFLite converter:
-a scalar loop, and five bodies on a [512, 64] value around a 64x64 matmul): per-iteration cost = (best time at n2 - best time at n1) / (n2 - n1), the runtimes run
+a scalar loop, and seven bodies on a [512, 64] value around a 64x64 matmul): per-iteration cost = (best time at n2 - best time at n1) / (n2 - n1), the runtimes run
 in turn (A/B per repeat), so fixed per-call costs cancel. onert-py runs twice: on the numpy `cpu`
 backend alone and with the `jit` backend ("jit;cpu", whole-loop compilation where it applies); each
 with `num_threads` equal to LiteRT's. With more than one thread each runtime runs in a process of its own
@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"scalar_loop": ((1,), 200, 20200), "matmul_loop": ((512, 64), 10, 110),
           **{name: ((512, 64), 10, 110) for name in ("tanh_cos_loop", "sigmoid_gate_loop", "exp_decay_loop",
-                                                     "sin_square_loop")}}
+                                                     "sin_square_loop", "elu_residual_loop", "row_norm_loop")}}
 
 
 RUNTIMES = ("cpu", "jit", "LiteRT")

@@ -4,8 +4,9 @@
 
 scalar_loop.tflite: tf.while_loop over [1]-shaped values, `i < reshape(n, [])`, v = v * 0.999 + 0.001,
 n an input; matmul_loop.tflite: the same loop with body relu(v @ W) + sin(v) * 0.1 on a [512, 64] v;
-and four more bodies on the same v, as recurrent cells and decays write them (tanh_cos_loop,
-sigmoid_gate_loop, exp_decay_loop, sin_square_loop; BODIES below); and models/idioms/: small loops
+and six more bodies on the same v, as recurrent cells, decays and normalisations write them
+(tanh_cos_loop, sigmoid_gate_loop, exp_decay_loop, sin_square_loop, elu_residual_loop, row_norm_loop:
+BODIES below); and models/idioms/: small loops
 written the ways people write them (IDIOMS below), for the tests and benchmarks/loops.py --idioms.
 What the TFLite converter emits for these (shape-[1] loop values, a RESHAPE of the bound) is what the
 loop benchmark measures, beside hand-built loops.
@@ -45,6 +46,8 @@ BODIES = {
     "sigmoid_gate_loop": lambda v: tf.sigmoid(v @ W + B) * v,
     "exp_decay_loop": lambda v: tf.nn.relu(v @ W) + tf.exp(-tf.abs(v)) * 0.05,
     "sin_square_loop": lambda v: tf.nn.relu6(v @ W + B) - tf.square(tf.sin(v)) * 0.1,
+    "elu_residual_loop": lambda v: tf.nn.elu(v @ W) * 0.9 + v * 0.1,
+    "row_norm_loop": lambda v: tf.nn.leaky_relu(v @ W, 0.2) / (1.0 + tf.reduce_mean(tf.abs(v), axis=-1, keepdims=True)),
 }
 
 

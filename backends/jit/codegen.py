@@ -34,7 +34,8 @@ _PRELUDE = """import math
 import numpy as np
 from onert_py.backends.jit._numba import clamp, clamp_hi, clamp_lo, kernel
 from onert_py.backends.jit._gemm import _rows_of as gemm_rows
-from onert_py.backends.jit._vmath import NEAR_LIMIT, cos32, cos_near, erfc32, exp32, logistic32, sin32, sin_near
+from onert_py.backends.jit._vmath import (NEAR_LIMIT, cos32, cos_near, erfc32, exp32, expm1_32, logistic32, sin32,
+                                          sin_near)
 """
 
 
@@ -130,8 +131,10 @@ class Code:
         """`out[k] = expr` over the output's elements, each input (name, shape) indexed as the module
         docstring says; an input that varies only along the last axis (a bias, a per-channel scale)
         is read at k % C in a row/channel double loop, which vectorizes where a gathered index does
-        not. Index arrays are registered as arguments named by index_name(j). `bound` / `channels`:
-        the size and last dim as source expressions (for code generic over shapes), else literals.
+        not; one that varies only along the others (shape [..., 1]: a row's mean or norm) is read at
+        the row there. Index arrays are registered as arguments named by index_name(j). `bound` /
+        `channels`: the size and last dim as source expressions (for code generic over shapes), else
+        literals.
         `then`: lines applied to the value `v` (at element k, channel ch) before it is stored (ops
         fused after this one); they take the row/channel loop."""
         size = int(np.prod(out_shape, dtype=np.int64))
@@ -145,6 +148,9 @@ class Code:
                 modes.append("one")
             elif not expr.flat and n == c and len(shape) >= 1 and shape[-1] == c:
                 modes.append("channel")
+            elif (not expr.flat and c > 1 and len(shape) >= 1 and shape[-1] == 1 and n == size // c
+                  and tuple(shape[:-1]) == tuple(out_shape[len(out_shape) - len(shape):-1])):
+                modes.append("row")      # one value per row: x / mean(x, axis=-1, keepdims=True)
             else:
                 modes.append("index")
         bound = bound if bound is not None else str(size)
@@ -156,18 +162,20 @@ class Code:
                 refs.append(f"{name}[0]")
             elif mode == "channel":
                 refs.append(f"{name}[ch]")
+            elif mode == "row":
+                refs.append(f"{name}[row]")
             else:
                 ix = self.arg(index_name(j), broadcast_index(shape, out_shape))
                 refs.append(f"{name}[{ix}[k]]")
         value = expr.template.format(*refs)
-        if "channel" in modes or then:
+        if "channel" in modes or "row" in modes or then:
             body = [f"v = {value}", *then, f"{out}[k] = v"] if then else [f"{out}[k] = {value}"]
             self.lines += channel_loop(indent, bound, channels if channels is not None else str(c), body)
         else:
             self.lines += [f"{indent}for k in range({bound}):", f"{indent}    {out}[k] = {value}"]
 
 
-_READS_CHANNEL = re.compile(r"\bch\b")
+_READS_ROWS = re.compile(r"\b(ch|row)\b")
 
 
 def channel_loop(indent: str, bound: str, channels: str, body: Sequence[str]) -> list[str]:
@@ -175,10 +183,10 @@ def channel_loop(indent: str, bound: str, channels: str, body: Sequence[str]) ->
     channel ch: a row/channel double loop (source expressions for both), which vectorises where
     k % channels does not. channels "1" (one channel, known when the source is made) gives one flat loop
     with ch = 0 instead: an inner loop of one element does not vectorise (a [1, 144, 256, 1] LOGISTIC
-    took 320 us, not 20). A body that reads no `ch` (operands of the output's shape or of one element)
-    also gets the flat loop: over 3 channels the double loop ran 4x slower (mnv3's [1, 224, 224, 3]
-    input scaling, 279 us)."""
-    if channels == "1" or not any(_READS_CHANNEL.search(line) for line in body):
+    took 320 us, not 20). A body that reads neither `ch` nor `row` (operands of the output's shape or
+    of one element) gets the flat loop too: over 3 channels the double loop ran 4x slower (mnv3's
+    [1, 224, 224, 3] input scaling, 279 us)."""
+    if channels == "1" or not any(_READS_ROWS.search(line) for line in body):
         return [f"{indent}for k in range({bound}):", f"{indent}    ch = 0", *(f"{indent}    {line}" for line in body)]
     return [f"{indent}for row in range(({bound}) // ({channels})):",
             f"{indent}    for ch in range({channels}):",

@@ -173,6 +173,15 @@ def _leaky_relu(op, sg) -> Expr | None:
     return Expr(f"({{0}} if {{0}} > np.float32(0.0) else {{0}} * np.float32({alpha!r}))", (0,))
 
 
+@expression("ELU")
+def _elu(op, sg) -> Expr | None:
+    # the cpu kernel's x < 0 ? expm1(x) : x (NaN and -0.0 keep x); expm1_32 for numpy's expm1f
+    ins, out = _dtypes(op, sg)
+    if ins != [_F32] or out != _F32 or _quantized(op, sg):
+        return None
+    return Expr("(expm1_32({0}) if {0} < np.float32(0.0) else {0})", (0,))
+
+
 @expression("HARD_SWISH")
 def _hard_swish(op, sg) -> Expr | None:
     # cpu's order of operations: x * clip(x + 3, 0, 6) / 6, each step rounded to float32
@@ -689,7 +698,7 @@ JIT.register("SIN", "COS", dtypes=("float32",), accepts=_vector_math_accepts, ep
 JIT.register("EXP", "LOGISTIC", dtypes=("float32",), accepts=_vector_math_accepts, epilogue=epilogue_fits,
              fusable=True)(vector_math)
 # the per-op kernels (above) join a chain, or start one: a run of elementwise ops is one pass
-for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "LEAKY_RELU", "HARD_SWISH",
+for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "LEAKY_RELU", "ELU", "HARD_SWISH",
               "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT", "RSQRT"):
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True, epilogue=epilogue_fits)(_per_op)
 # GELU's erfc form (erfc32 vectorises: [1, 64, 512] 180 -> 51 µs); the tanh form stays with cpu outside

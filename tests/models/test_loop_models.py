@@ -1,6 +1,6 @@
 """The converter-made loop models of benchmarks/models/ run and match LiteRT on both backends (the loop
 benchmark's subjects: shape-[1] loop values and a RESHAPE of the bound, as the TFLite converter emits
-them; bodies with sin, cos, tanh, sigmoid and exp around a matmul)."""
+them; bodies with sin, cos, tanh, sigmoid, exp, elu and a row's mean around a matmul)."""
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,8 @@ MODELS = Path(__file__).resolve().parents[2] / "benchmarks" / "models"
 
 @pytest.mark.parametrize("name,shape", [("scalar_loop", (1,)), ("matmul_loop", (512, 64)),
                                         ("tanh_cos_loop", (512, 64)), ("sigmoid_gate_loop", (512, 64)),
-                                        ("exp_decay_loop", (512, 64)), ("sin_square_loop", (512, 64))])
+                                        ("exp_decay_loop", (512, 64)), ("sin_square_loop", (512, 64)),
+                                        ("elu_residual_loop", (512, 64)), ("row_norm_loop", (512, 64))])
 @pytest.mark.parametrize("n", [0, 1, 5])
 @pytest.mark.parametrize("backends", ["cpu", "jit;cpu"])
 def test_loop_model_matches_litert(name, shape, n, backends):

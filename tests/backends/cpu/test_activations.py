@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from helpers import check_builtin, rng, single_op_model
+import onert_py
+from helpers import check_builtin, rng, run_litert_builtin, single_op_model
 
 SHAPES = [(), (7,), (2, 3, 4), (1, 2, 1, 3, 2)]
 EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 3.0, -3.0, 6.0, -6.0, 2.9999998, 6.0000005, 1e-30, -1e-30,
@@ -173,3 +174,22 @@ def test_prelu_alpha_of_another_type_is_prepare_error():
     mb = single_op_model("PRELU", [("x", [4], np.float32), ("alpha", [4], np.int32)], [("y", [4], np.float32)])
     with pytest.raises(onert_py.PrepareError, match=r"input 1 \('alpha'\) has type int32"):
         onert_py.infer.session(mb.to_bytes("tflite"))
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 4096])
+def test_elu_as_max_of_expm1_and_x(n):
+    """ELU as max(expm1(min(x, 0)), x): the bits of the plain x < 0 ? expm1(x) : x (numpy's expm1f),
+    the sign of zero and NaN included, at lengths numpy runs with and without SIMD; LiteRT's builtin
+    kernel (libm's expm1f, which differs from numpy's in the last bit) within an ulp."""
+    g = rng(n)
+    x = (g.standard_normal(n) * 4).astype(np.float32)
+    spots = g.integers(0, n, max(1, n // 4))
+    x[spots] = g.choice(np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, -1e-30, -1e-45, -88.0], np.float32), spots.size)
+    mb = single_op_model("ELU", [("x", [n], np.float32)], [("y", [n], np.float32)])
+    got = onert_py.infer.session(mb.to_bytes("tflite"), "cpu").infer([x])[0]
+    plain = np.where(x < 0, np.expm1(np.minimum(x, np.float32(0))), x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(plain))
+    np.testing.assert_array_equal(got[~np.isnan(got)].view(np.int32), plain[~np.isnan(plain)].view(np.int32))
+    want = run_litert_builtin(mb, [x])[0]
+    np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(want[got == 0]))
+    np.testing.assert_allclose(got, want, rtol=2e-7, atol=0)

@@ -178,7 +178,7 @@ def test_plain_unary_bit_exact(op, formula):
     np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
 
 
-@pytest.mark.parametrize("alpha", [0.1, -0.3])
+@pytest.mark.parametrize("alpha", [0.1, -0.3, 0.0, 1.5])
 def test_leaky_relu_bit_exact(alpha):
     """LEAKY_RELU (Keras's LeakyReLU after a convolution): x > 0 ? x : x * alpha, one multiply, so the
     cpu kernel's bits; NaN and -0.0 take the alpha side. Against LiteRT too."""
@@ -256,3 +256,40 @@ def test_float_softmax_special_rows_and_resize():
     it.invoke()
     e = np.exp(y - y.max(-1, keepdims=True))
     np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), e / e.sum(-1, keepdims=True), rtol=1e-6)
+
+
+def test_elu_runs_compiled():
+    """ELU (Keras' elu, x < 0 ? expm1(x) : x) with expm1_32 for numpy's expm1f: the non-negative side,
+    NaN, -0.0 and -inf exactly the cpu kernel's, the negative side within 1.4 ulp of float64 expm1
+    (tests/backends/jit/test_vmath.py), so within 3 ulp of LiteRT's builtin kernel (libm's expm1f)."""
+    xs = (2, 33, 17, 8)
+    x = _x(xs, 5)
+    x.reshape(-1)[SPECIAL.size:SPECIAL.size + 4] = [-1e-7, -0.3, -0.4, -20.0]
+    mb = single_op_model("ELU", [("x", list(xs), np.float32)], [("y", list(xs), np.float32)])
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["jit"]
+    cpu = _run(mb, [x], "cpu")[1]
+    exact = ~(x < 0) | np.isinf(x)
+    _same_bits(got[exact], cpu[exact])
+    np.testing.assert_allclose(got, cpu, rtol=4e-7, atol=0)
+    np.testing.assert_allclose(got, run_litert_builtin(mb, [x])[0], rtol=4e-7, atol=0)
+
+
+@pytest.mark.parametrize("x_shape, y_shape", [((128, 96), (128, 1)), ((2, 6, 5, 8), (6, 5, 1)), ((2, 6, 5, 8), (2, 6, 5, 1)),
+                                              ((2, 6, 5, 8), (1, 6, 1, 1)), ((2, 6, 5, 8), (2, 1, 5, 1))], ids=str)
+def test_division_by_a_value_per_row(x_shape, y_shape):
+    """x / mean(|x|, axis=-1, keepdims=True): a divisor of shape [..., 1] over the leading axes is read
+    at the row of the per-op kernel's row/channel loop (others, which do not cover the leading axes,
+    through an index array); bit for bit the cpu kernel's and LiteRT's division."""
+    g = rng(13)
+    x = (g.standard_normal(x_shape) * 3).astype(np.float32)
+    y = (g.uniform(0.5, 2.0, y_shape) * g.choice([-1, 1], y_shape)).astype(np.float32)
+    y.reshape(-1)[:2] = [0.0, -0.0]
+    mb = single_op_model("DIV", [("x", list(x_shape), np.float32), ("y", list(y_shape), np.float32)],
+                         [("z", list(x_shape), np.float32)], fused_activation_function=0)
+    backends, got = _run(mb, [x, y], "jit;cpu")
+    assert backends == ["jit"]
+    big = np.finfo(np.float32).max
+    with np.errstate(divide="ignore", invalid="ignore"):
+        _same_bits(got, np.clip(x / y, -big, big))     # LiteRT clamps to the float range (no activation)
+    _same_bits(got, run_litert_builtin(mb, [x, y])[0])
