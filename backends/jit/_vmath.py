@@ -144,23 +144,41 @@ def logistic32(x):
     return (_ONE if x >= _ZERO else e) / (_ONE + e)     # NaN: e is NaN
 
 
-# expm1 near 0: 1/k! for k = 9 .. 2; |x| <= ln 2 / 2 takes the series (exp32(x) - 1 would lose the
-# leading bits there), beyond it exp32(x) - 1
-M9, M8, M7, M6, M5, M4, M3, M2 = (np.float32(1.0 / math.factorial(k)) for k in range(9, 1, -1))
-_EXPM1_NEAR = np.float32(0.34657359)
+# expm1 of x <= 0 (ELU's negative side, tanh): 1/k! for k = 8 .. 2 (the series of expm1 on the reduced
+# argument), and the bound below which the float32 result is -1
+N8, N7, N6, N5, N4, N3, N2 = (np.float32(1.0 / math.factorial(k)) for k in range(8, 1, -1))
+_EXPM1_LO = np.float32(-25.0)
 
 
 @kernel
 def expm1_32(x):
-    """exp(x) - 1 of a float32, for ELU's negative side: there within 1.4 ulp of float64 expm1 (tests;
-    numpy's float32 expm1: 2.3), up to 3 ulp for x past ln 2 / 2. The series x + x^2 (1/2 + x (1/6 +
-    ...)) to x^9 for |x| <= ln 2 / 2 (truncation below 1e-10 relative), else exp32(x) - 1 (exact for
-    exp32(x) in [0.5, 2], Sterbenz). NaN gives NaN, -inf -1."""
-    p = fma32(fma32(fma32(fma32(fma32(fma32(fma32(M9, x, M8), x, M7), x, M6), x, M5), x, M4), x, M3), x, M2)
-    near = fma32(x * x, p, x)
-    if x == _ZERO:
-        return x        # keeps -0.0 (the series' x^2 term would give +0.0)
-    return near if abs(x) <= _EXPM1_NEAR else exp32(x) - _ONE
+    """exp(x) - 1 of a float32 x <= 0 in one path (no select between two evaluations, so a loop of it
+    costs about one exp): x = n·ln2 + t as in exp32, expm1(t) by its series to t^8 (truncation below
+    1e-9 relative on |t| <= ln2/2), then 2^n·expm1(t) + (2^n - 1), 2^n - 1 exact. Within 1.5 ulp of
+    float64 expm1 (tests; numpy's float32 expm1: 2.3). x below -25 gives -1 (the float32 value), -0.0
+    stays -0.0, NaN gives NaN. Not for x > 0."""
+    x = _EXPM1_LO if x < _EXPM1_LO else x                   # NaN passes
+    n = np.rint(x * LOG2E)
+    n = n if n == n else _ZERO                                # NaN: no undefined conversion
+    t = fma32(-n, LN2_1, x)
+    t = fma32(-n, LN2_2, t)
+    p = fma32(fma32(fma32(fma32(fma32(fma32(N8, t, N7), t, N6), t, N5), t, N4), t, N3), t, N2)
+    p = fma32(t * t, p, t)                                    # expm1(t)
+    s = pow2_of(n)
+    return x if x == _ZERO else fma32(s, p, s - _ONE)         # -0.0: the reduction gives +0.0
+
+
+_MINUS_TWO = np.float32(-2.0)
+
+
+@kernel
+def tanh32(x):
+    """tanh of a float32 as -e / (e + 2) with e = expm1_32(-2|x|) (in (-1, 0]), the sign of x copied
+    on: within 2.5 ulp of float64 tanh (tests; numpy's float32 tanh: 1.4), where libm's tanhf is one
+    call per element that no loop vectorises (32768 values: 12.6 us, numba's np.tanh 480, numpy's 14.6).
+    -0.0 stays -0.0, NaN gives NaN, ±inf ±1."""
+    e = expm1_32(_MINUS_TWO * abs(x))
+    return math.copysign(-e / (e + np.float32(2.0)), x)
 
 
 ERFC_C0, ERFC_C1, ERFC_C2, ERFC_C3, ERFC_C4, ERFC_C5, ERFC_C6, ERFC_C7, ERFC_C8, ERFC_C9 = _ERFC_COEFFS

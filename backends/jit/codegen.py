@@ -35,7 +35,7 @@ import numpy as np
 from onert_py.backends.jit._numba import clamp, clamp_hi, clamp_lo, kernel
 from onert_py.backends.jit._gemm import _rows_of as gemm_rows
 from onert_py.backends.jit._vmath import (NEAR_LIMIT, cos32, cos_near, erfc32, exp32, expm1_32, logistic32, sin32,
-                                          sin_near)
+                                          sin_near, tanh32)
 """
 
 

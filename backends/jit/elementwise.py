@@ -139,7 +139,8 @@ def _logical_not(op, sg) -> Expr | None:
 
 
 _UNARY_F32 = {"NEG": "(-{0})", "ABS": "abs({0})", "SQUARE": "({0} * {0})", "SIN": "sin32({0})",
-              "COS": "cos32({0})", "EXP": "exp32({0})", "LOGISTIC": "logistic32({0})", "SQRT": "np.sqrt({0})",
+              "COS": "cos32({0})", "EXP": "exp32({0})", "LOGISTIC": "logistic32({0})", "TANH": "tanh32({0})",
+              "SQRT": "np.sqrt({0})",
               "RSQRT": "(np.float32(1.0) / np.sqrt({0}))",
               "RELU": clamp("{0}", 0.0, None, _F32), "RELU6": clamp("{0}", 0.0, 6.0, _F32),
               "RELU_N1_TO_1": clamp("{0}", -1.0, 1.0, _F32)}
@@ -198,24 +199,17 @@ _GELU_K, _GELU_C, _MINUS_SQRT_HALF = (repr(float(v)) for v in (GELU_K, GELU_C, G
 @expression("GELU")
 def _gelu(op, sg) -> Expr | None:
     # cpu's formulas and order: 0.5 x erfc(-x / sqrt 2) (erfc32: cpu's approximation), or with
-    # `approximate` 0.5 x (1 + tanh(k (x + c x^3))) (libm's tanhf)
+    # `approximate` 0.5 x (1 + tanh(k (x + c x^3))) (tanh32 for numpy's tanh: within 3 ulp)
     ins, out = _dtypes(op, sg)
     if ins != [_F32] or out != _F32 or _quantized(op, sg):
         return None
     if op.options.get("approximate", False):
         inner = f"np.float32({_GELU_K}) * ({{0}} + ((np.float32({_GELU_C}) * {{0}}) * {{0}}) * {{0}})"
-        return Expr(f"((np.float32(0.5) * {{0}}) * (np.float32(1.0) + np.tanh({inner})))", (0,))
+        return Expr(f"((np.float32(0.5) * {{0}}) * (np.float32(1.0) + tanh32({inner})))", (0,))
     return Expr(f"((np.float32(0.5) * {{0}}) * erfc32({{0}} * np.float32({_MINUS_SQRT_HALF})))", (0,))
 
 
 # Expressions used only inside compiled loops (no per-op kernel is registered for them):
-
-@expression("TANH")
-def _tanh(op, sg) -> Expr | None:
-    # libm's tanhf; the cpu kernel's np.tanh may differ from it in the last bit
-    ins, out = _dtypes(op, sg)
-    return Expr("np.tanh({0})", (0,)) if ins == [_F32] and out == _F32 and not _quantized(op, sg) else None
-
 
 @expression("SELECT", "SELECT_V2")
 def _select(op, sg) -> Expr | None:
@@ -699,12 +693,11 @@ JIT.register("EXP", "LOGISTIC", dtypes=("float32",), accepts=_vector_math_accept
              fusable=True)(vector_math)
 # the per-op kernels (above) join a chain, or start one: a run of elementwise ops is one pass
 for _name in ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "PRELU", "LEAKY_RELU", "ELU", "HARD_SWISH",
-              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT", "RSQRT"):
+              "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "SQUARE", "SQRT", "RSQRT", "TANH"):
     JIT.register(_name, dtypes=("float32",), accepts=_per_op_accepts, fusable=True, epilogue=epilogue_fits)(_per_op)
-# GELU's erfc form (erfc32 vectorises: [1, 64, 512] 180 -> 51 µs); the tanh form stays with cpu outside
-# loops (libm's tanhf one element at a time: 55 -> 493 µs)
-JIT.register("GELU", dtypes=("float32",), fusable=True, epilogue=epilogue_fits,
-             accepts=lambda op, sg: not op.options.get("approximate", False) and _per_op_accepts(op, sg))(_per_op)
+# GELU: erfc32 and tanh32 vectorise ([1, 64, 512] erfc form 180 -> 51 µs; libm's tanhf, one call per
+# element, had kept the tanh form on cpu: 55 -> 493 µs)
+JIT.register("GELU", dtypes=("float32",), fusable=True, epilogue=epilogue_fits, accepts=_per_op_accepts)(_per_op)
 
 
 def other_shapes(ctx: KernelContext) -> Run:

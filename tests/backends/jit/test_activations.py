@@ -198,8 +198,8 @@ def test_leaky_relu_bit_exact(alpha):
 @pytest.mark.parametrize("approximate", [False, True], ids=["erfc", "tanh"])
 def test_gelu_runs_compiled_and_matches(approximate):
     """GELU (a transformer's FFN activation; 40 µs a call on cpu for [1, 16, 128]): the jit expression
-    (the per-op kernel of the erfc form; both forms inside compiled loops) follows the cpu kernel's float32 steps (erfc32: the same approximation, exp32 for numpy's exp; libm's
-    tanhf for np.tanh), so within a few ulp of it; against LiteRT and float64 erfc / tanh within the
+    follows the cpu kernel's float32 steps (erfc32: the same approximation, exp32 for numpy's exp;
+    tanh32 for np.tanh), so within a few ulp of it; against LiteRT and float64 erfc / tanh within the
     conformance tolerance."""
     xs = (1, 16, 128)
     x = _x(xs, 7)
@@ -207,8 +207,7 @@ def test_gelu_runs_compiled_and_matches(approximate):
     mb = single_op_model("GELU", [("x", list(xs), np.float32)], [("y", list(xs), np.float32)],
                          approximate=approximate)
     backends, got = _run(mb, [x], "jit;cpu")
-    # the tanh form stays with cpu outside loops (libm's tanhf one element at a time is 9x slower)
-    assert backends == (["cpu"] if approximate else ["jit"])
+    assert backends == ["jit"]
     # the tanh form cancels in 1 + tanh(..) for x << 0: an ulp of tanh there is |x| * 2**-24 of the result
     tail = 1e-6 if approximate else 1e-37
     np.testing.assert_allclose(got, _run(mb, [x], "cpu")[1], rtol=1e-6, atol=tail, equal_nan=True)
@@ -293,3 +292,20 @@ def test_division_by_a_value_per_row(x_shape, y_shape):
     with np.errstate(divide="ignore", invalid="ignore"):
         _same_bits(got, np.clip(x / y, -big, big))     # LiteRT clamps to the float range (no activation)
     _same_bits(got, run_litert_builtin(mb, [x, y])[0])
+
+
+def test_tanh_runs_compiled():
+    """TANH (an RNN cell's, a GELU's): tanh32 (-e / (e + 2), e = expm1_32(-2|x|), x's sign copied on),
+    within 2.5 ulp of float64 tanh (tests/backends/jit/test_vmath.py); ±0, ±inf and NaN as the cpu
+    kernel gives them; LiteRT within the conformance tolerance."""
+    xs = (4, 37, 64)
+    x = _x(xs, 11)
+    x.reshape(-1)[SPECIAL.size:SPECIAL.size + 6] = [1e-7, -1e-7, 0.2, -0.2, 9.5, -9.5]
+    mb = single_op_model("TANH", [("x", list(xs), np.float32)], [("y", list(xs), np.float32)])
+    backends, got = _run(mb, [x], "jit;cpu")
+    assert backends == ["jit"]
+    cpu = _run(mb, [x], "cpu")[1]
+    np.testing.assert_allclose(got, cpu, rtol=4e-7, atol=0, equal_nan=True)
+    special = ~np.isfinite(x) | (x == 0)
+    _same_bits(got[special], cpu[special])
+    np.testing.assert_allclose(got, run_litert_builtin(mb, [x])[0], rtol=1e-6, atol=1e-7, equal_nan=True)

@@ -13,7 +13,7 @@ numba = pytest.importorskip("numba")
 import onert_py  # noqa: E402
 from helpers import assert_close, rng, run_litert, run_litert_builtin  # noqa: E402
 from onert_py.backends.jit._vmath import (NEAR_LIMIT, cos32, cos_near, exp32, expm1_32, logistic32, sin32,  # noqa: E402
-                                          sin_near)
+                                          sin_near, tanh32)
 from onert_py.schema.writer import ModelBuilder  # noqa: E402
 
 F32 = np.float32
@@ -23,7 +23,8 @@ MAX_ULP = 2.0    # the module's claim: measured 1.53 over 10^6 samples per scale
 # not cached on disk: numba's cache would not see a change to _vmath, which this kernel inlines
 @numba.njit(error_model="numpy")
 def _apply(x, out, which):
-    """out = sin32 / cos32 / sin_near / cos_near / exp32 / logistic32 / expm1_32 (which = 0..6) of x."""
+    """out = sin32 / cos32 / sin_near / cos_near / exp32 / logistic32 / expm1_32 / tanh32 (which = 0..7)
+    of x."""
     for i in range(x.size):
         a = x[i]
         if which == 0:
@@ -38,8 +39,10 @@ def _apply(x, out, which):
             out[i] = exp32(a)
         elif which == 5:
             out[i] = logistic32(a)
-        else:
+        elif which == 6:
             out[i] = expm1_32(a)
+        else:
+            out[i] = tanh32(a)
 
 
 def _run(x: np.ndarray, which: int) -> np.ndarray:
@@ -271,12 +274,25 @@ def test_gate_fuses_into_the_fully_connected(act):
 def test_expm1_accuracy_on_elus_side(lo, hi):
     """expm1_32 for x < 0 (what ELU takes it for): the series near 0, exp32(x) - 1 beyond."""
     x = rng(int(-lo * 10)).uniform(lo, hi, size=200_000).astype(F32)
-    assert _ulps(_run(x, 6), x, np.expm1).max() <= 1.4
+    assert _ulps(_run(x, 6), x, np.expm1).max() <= 1.5
 
 
 def test_expm1_special_values():
-    x = np.array([0.0, -0.0, -1e-30, -1e-45, -np.inf, -200.0, np.nan, 0.25], F32)
+    x = np.array([0.0, -0.0, -1e-30, -1e-45, -np.inf, -200.0, -25.0, -17.5, np.nan], F32)
     got = _run(x, 6)
-    np.testing.assert_array_equal(got[:6], np.array([0.0, -0.0, -1e-30, -1e-45, -1.0, -1.0], F32))
-    assert np.signbit(got[1]) and np.isnan(got[6])
-    assert _ulps(got[7:], x[7:], np.expm1).max() <= 3.0
+    np.testing.assert_array_equal(got[:8], np.array([0.0, -0.0, -1e-30, -1e-45, -1.0, -1.0, -1.0, -1.0], F32))
+    assert np.signbit(got[1]) and np.isnan(got[8])
+
+
+@pytest.mark.parametrize("lo,hi", [(-1e-5, 1e-5), (-0.6, 0.6), (-10, 10)])
+def test_tanh_accuracy(lo, hi):
+    x = rng(int(hi * 100)).uniform(lo, hi, size=300_000).astype(F32)
+    assert _ulps(_run(x, 7), x, np.tanh).max() <= 2.5
+
+
+def test_tanh_special_values():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, 9.1, -9.1, 1e30, 1e-30, -1e-45, np.nan], F32)
+    got = _run(x, 7)
+    np.testing.assert_array_equal(got[:9], np.array([0.0, -0.0, 1, -1, 1, -1, 1, 1e-30, -1e-45], F32))
+    np.testing.assert_array_equal(np.signbit(got[:2]), [False, True])
+    assert np.isnan(got[9])
