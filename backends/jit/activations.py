@@ -14,7 +14,7 @@ from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.activations import Softmax8
 from onert_py.backends.jit._numba import compile_now, kernel
 from onert_py.backends.jit._vmath import exp32
-from onert_py.backends.jit.codegen import Statement, statement
+from onert_py.backends.jit.codegen import Statement, declared_shape_run, statement
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
 _F32 = np.float32
@@ -81,18 +81,8 @@ def softmax_quantized(ctx: KernelContext) -> Run:
     table, s_out, z_out, trunc = cpu.table, _F32(cpu.s_out), int(cpu.z_out), bool(cpu.trunc_half)
     compile_now(_softmax_rows, np.zeros((1, 1), ctx.input_tensor(0).dtype), table, s_out, z_out, lo, hi, trunc,
                 np.zeros((1, 1), cpu.out_dtype))
-    (a,), (o,) = ctx.inputs, ctx.outputs
-    v = ctx.values
-    alloc = ctx.output_buffer(0)
-
-    def run() -> None:
-        x = v[a]
-        if x.shape != shape or x.size == 0:
-            return cpu()
-        y = alloc(shape)
-        _softmax_rows(np.ascontiguousarray(x).reshape(-1, n), table, s_out, z_out, lo, hi, trunc, y.reshape(-1, n))
-        v[o] = y
-    return run
+    return declared_shape_run(ctx, cpu, lambda x, y: _softmax_rows(
+        np.ascontiguousarray(x).reshape(-1, n), table, s_out, z_out, lo, hi, trunc, y.reshape(-1, n)))
 
 
 @kernel
@@ -165,18 +155,8 @@ def softmax(ctx: KernelContext) -> Run:
     n = shape[-1]
     beta = _F32(ctx.options.get("beta", 1.0))
     compile_now(_softmax_float_rows, np.zeros((1, 1), _F32), beta, np.zeros((1, 1), _F32))
-    (a,), (o,) = ctx.inputs, ctx.outputs
-    v = ctx.values
-    alloc = ctx.output_buffer(0)
-
-    def run() -> None:
-        x = v[a]
-        if x.shape != shape or x.size == 0:
-            return cpu()
-        y = alloc(shape)
-        _softmax_float_rows(np.ascontiguousarray(x, _F32).reshape(-1, n), beta, y.reshape(-1, n))
-        v[o] = y
-    return run
+    return declared_shape_run(ctx, cpu, lambda x, y: _softmax_float_rows(
+        np.ascontiguousarray(x, _F32).reshape(-1, n), beta, y.reshape(-1, n)))
 
 
 # ------------------------------------------------------------ inside compiled loops and segments

@@ -312,3 +312,23 @@ def reduction_statement(index: np.ndarray, init: str, step: str, finish: str = "
                 f"        {acc} = {step.format(acc=acc, x=x)}",
                 f"    {out}[k] = {finish.format(acc=acc)}"]
     return Statement((0,), emit)
+
+
+def declared_shape_run(ctx, fallback: Callable[[], None], compute: Callable[[np.ndarray, np.ndarray], None],
+                       out_shape: tuple | None = None) -> Callable[[], None]:
+    """The run of a kernel compiled for input 0's declared shape: compute(x, y) with x the input and y
+    the planned output (of out_shape, else the input's shape); an input of another shape (a resize), or
+    an empty one, takes `fallback` (the cpu kernel)."""
+    shape = tuple(ctx.input_tensor(0).shape)
+    out_shape = shape if out_shape is None else tuple(out_shape)
+    a, o = ctx.inputs[0], ctx.outputs[0]
+    v, alloc = ctx.values, ctx.output_buffer(0)
+
+    def run() -> None:
+        x = v[a]
+        if x.shape != shape or x.size == 0:
+            return fallback()
+        y = alloc(out_shape)
+        compute(x, y)
+        v[o] = y
+    return run

@@ -13,7 +13,8 @@ import numpy as np
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.reduce import MeanRescale, _normalise_axes, _q_params, mean_is_pool, mean_vector_channels
 from onert_py.backends.jit._numba import compile_now, kernel
-from onert_py.backends.jit.codegen import Statement, flat_positions, reduction_statement, statement
+from onert_py.backends.jit.codegen import (Statement, declared_shape_run, flat_positions, reduction_statement,
+                                           statement)
 from onert_py.backends.jit.conv import _requantize
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
 
@@ -72,19 +73,9 @@ def mean_quantized(ctx: KernelContext) -> Run:
     acc = np.zeros(shape[3], np.int64)
     compile_now(_mean_pixels, np.zeros((1, 1, 1), dt), offset, mult, left, right, add, lo, hi, vec, acc,
                 np.zeros((1, 1), dt))
-    (x_i, _), (o,) = ctx.inputs, ctx.outputs
-    v = ctx.values
-    alloc = ctx.output_buffer(0)
-
-    def run() -> None:
-        x = v[x_i]
-        if x.shape != shape:
-            return cpu()
-        y = alloc(out_shape)
-        _mean_pixels(np.ascontiguousarray(x).reshape(shape[0], n, shape[3]), offset, mult, left, right, add,
-                     lo, hi, vec, acc, y.reshape(shape[0], shape[3]))
-        v[o] = y
-    return run
+    return declared_shape_run(ctx, cpu, lambda x, y: _mean_pixels(
+        np.ascontiguousarray(x).reshape(shape[0], n, shape[3]), offset, mult, left, right, add, lo, hi, vec, acc,
+        y.reshape(shape[0], shape[3])), out_shape)
 
 
 @kernel
@@ -121,19 +112,9 @@ def mean(ctx: KernelContext) -> Run:
     out_shape = tuple(ctx.output_tensor(0).shape)
     acc = np.zeros(shape[3], np.float64)
     compile_now(_mean_pixels_float, np.zeros((1, 1, 1), np.float32), acc, np.zeros((1, 1), np.float32))
-    (x_i, _), (o,) = ctx.inputs, ctx.outputs
-    v = ctx.values
-    alloc = ctx.output_buffer(0)
-
-    def run() -> None:
-        x = v[x_i]
-        if x.shape != shape:
-            return cpu()
-        y = alloc(out_shape)
-        _mean_pixels_float(np.ascontiguousarray(x, np.float32).reshape(shape[0], n, shape[3]), acc,
-                           y.reshape(shape[0], shape[3]))
-        v[o] = y
-    return run
+    return declared_shape_run(ctx, cpu, lambda x, y: _mean_pixels_float(
+        np.ascontiguousarray(x, np.float32).reshape(shape[0], n, shape[3]), acc, y.reshape(shape[0], shape[3])),
+        out_shape)
 
 
 # ------------------------------------------------------------ inside compiled loops (jit/loop.py)
