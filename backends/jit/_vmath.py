@@ -168,7 +168,7 @@ def expm1_32(x):
     return x if x == _ZERO else fma32(s, p, s - _ONE)         # -0.0: the reduction gives +0.0
 
 
-_MINUS_TWO = np.float32(-2.0)
+_TWO, _MINUS_TWO = np.float32(2.0), np.float32(-2.0)
 
 
 @kernel
@@ -178,11 +178,10 @@ def tanh32(x):
     call per element that no loop vectorises (32768 values: 12.6 us, numba's np.tanh 480, numpy's 14.6).
     -0.0 stays -0.0, NaN gives NaN, ±inf ±1."""
     e = expm1_32(_MINUS_TWO * abs(x))
-    return math.copysign(-e / (e + np.float32(2.0)), x)
+    return math.copysign(-e / (e + _TWO), x)
 
 
 ERFC_C0, ERFC_C1, ERFC_C2, ERFC_C3, ERFC_C4, ERFC_C5, ERFC_C6, ERFC_C7, ERFC_C8, ERFC_C9 = _ERFC_COEFFS
-_TWO = np.float32(2.0)
 
 
 @kernel

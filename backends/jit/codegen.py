@@ -136,7 +136,8 @@ class Code:
         `channels`: the size and last dim as source expressions (for code generic over shapes), else
         literals.
         `then`: lines applied to the value `v` (at element k, channel ch) before it is stored (ops
-        fused after this one); they take the row/channel loop."""
+        fused after this one). channel_loop makes the loop: flat, or row/channel where a line reads
+        the channel or the row."""
         size = int(np.prod(out_shape, dtype=np.int64))
         c = int(out_shape[-1]) if out_shape else 1
         modes = []
@@ -168,11 +169,8 @@ class Code:
                 ix = self.arg(index_name(j), broadcast_index(shape, out_shape))
                 refs.append(f"{name}[{ix}[k]]")
         value = expr.template.format(*refs)
-        if "channel" in modes or "row" in modes or then:
-            body = [f"v = {value}", *then, f"{out}[k] = v"] if then else [f"{out}[k] = {value}"]
-            self.lines += channel_loop(indent, bound, channels if channels is not None else str(c), body)
-        else:
-            self.lines += [f"{indent}for k in range({bound}):", f"{indent}    {out}[k] = {value}"]
+        body = [f"v = {value}", *then, f"{out}[k] = v"] if then else [f"{out}[k] = {value}"]
+        self.lines += channel_loop(indent, bound, channels if channels is not None else str(c), body)
 
 
 _READS_ROWS = re.compile(r"\b(ch|row)\b")

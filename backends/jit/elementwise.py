@@ -413,11 +413,12 @@ def pairs_epilogue_fits(producer, chain, sg) -> bool:
     if out_t.type_name not in ("INT8", "UINT8") or out_t.is_dynamic:
         return False
     carried = producer.outputs[0]
+    internal = {carried, *(c.outputs[0] for c in chain)}    # the values the chain computes
     for op in chain:
         if op.opcode not in ("ADD", "SUB", "MUL") or not _pairs_accepts(op, sg) or list(op.inputs).count(carried) != 1:
             return False
-        if any(t == producer.outputs[0] or t in (c.outputs[0] for c in chain) for t in op.inputs if t != carried):
-            return False     # a value the chain computes, read again: the gathers carry one value
+        if any(t in internal for t in op.inputs if t != carried):
+            return False     # one of them read again: the gathers carry one value
         y = sg.tensors[op.outputs[0]]
         if y.type_name != out_t.type_name or tuple(y.shape) != tuple(out_t.shape):
             return False

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("numba")
 
 import onert_py  # noqa: E402
-from helpers import declared_backends, rng, run_litert, run_litert_builtin, single_op_model  # noqa: E402
+from helpers import declared_backends, rng, run_interpreter, run_litert, run_litert_builtin, single_op_model  # noqa: E402
 from onert_py.errors import PrepareError  # noqa: E402
 
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -3.0, 3.0, 6.0, -1e-30, 1e30], np.float32)
@@ -247,14 +247,10 @@ def test_float_softmax_special_rows_and_resize():
     np.testing.assert_allclose(got, _run(mb, [x], "cpu")[1], rtol=2e-6, atol=0)
     assert np.isnan(got[:2]).all() and got[2, 0] == 0 and got[3, 3] == 1.0
     np.testing.assert_array_equal(np.isnan(got), np.isnan(run_litert_builtin(mb, [x])[0]))
-    it = onert_py.Interpreter(model_content=mb.to_bytes("tflite"))
-    it.resize_tensor_input(0, [2, 6])
-    it.allocate_tensors()
     y = rng(3).standard_normal((2, 6)).astype(np.float32)
-    it.set_tensor(it.get_input_details()[0]["index"], y)
-    it.invoke()
+    (resized,) = run_interpreter(onert_py.Interpreter(model_content=mb.to_bytes("tflite")), [y])
     e = np.exp(y - y.max(-1, keepdims=True))
-    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), e / e.sum(-1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(resized, e / e.sum(-1, keepdims=True), rtol=1e-6)
 
 
 def test_elu_runs_compiled():

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("numba")
 
 import onert_py  # noqa: E402
-from helpers import int32_const, rng, run_litert_builtin, single_op_model  # noqa: E402
+from helpers import int32_const, rng, run_interpreter, run_litert_builtin, single_op_model  # noqa: E402
 
 
 def _mean(dt, shape, axes, keep, q_in=(0.07, -3), q_out=(0.05, 4)):
@@ -69,14 +69,9 @@ def test_float_mean_special_values_and_other_shapes():
     mb = _mean(np.float32, x.shape, [1, 2], True, None, None)
     got = _run(mb, x)[1]
     np.testing.assert_array_equal(got, run_litert_builtin(mb, [x])[0])
-    it = onert_py.Interpreter(model_content=mb.to_bytes("tflite"))
-    it.resize_tensor_input(0, [2, 3, 5, 3])
-    it.allocate_tensors()
     big = rng(6).standard_normal((2, 3, 5, 3)).astype(np.float32)
-    it.set_tensor(it.get_input_details()[0]["index"], big)
-    it.invoke()
-    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]),
-                               big.mean(axis=(1, 2), keepdims=True), rtol=1e-6, atol=1e-7)
+    (got,) = run_interpreter(onert_py.Interpreter(model_content=mb.to_bytes("tflite")), [big])
+    np.testing.assert_allclose(got, big.mean(axis=(1, 2), keepdims=True), rtol=1e-6, atol=1e-7)
 
 
 def test_float_means_jit_does_not_take_stay_on_cpu():
