@@ -45,8 +45,10 @@ mediapipe layers.
 
 int8 depthwise: the lane layouts (the last two) on int32 sums into a row buffer, then the output stage
 of that row.
-int8 CONV_2D: exact float32 sums (the cpu kernel's plan with jit/_gemm.py's packed GEMM; sums of
-integers below 2**24 are exact in any order), then the output stage in one numba pass. Float32
+int8 CONV_2D: with AVX-512 VNNI, the byte dot-product GEMM (jit/_qgemm.py: int32 sums rescaled in
+registers, one numba call, `_byte_dot_run`); elsewhere exact float32 sums (the cpu kernel's plan with
+jit/_gemm.py's packed GEMM; sums of integers below 2**24 are exact in any order), then the output
+stage in one numba pass. Float32
 CONV_2D: the packed GEMM with the bias and clamp in its registers, pointwise on the input itself and
 other filters on their windows read in place from the zero-bordered input (no im2col copy), with the
 elementwise ops fused after it (jit/elementwise.Chain) applied to each block of the output inside the
@@ -70,9 +72,10 @@ from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _bi
                                         _strides_dilations, _window_geometry, conv_output_size, pad_spatial,
                                         window_view)
 from onert_py.backends.cpu.elementwise import _activation_range
+from onert_py.backends.jit import _qgemm
 from onert_py.backends.jit._gemm import PackedProduct, gemm_wins
 from onert_py.backends.jit._numba import kernel, prange, threads
-from onert_py.backends.jit._simd import LANES, vclamp, vfma, vload, vsplat, vstore
+from onert_py.backends.jit._simd import LANES, copy16, vclamp, vfma, vload, vsplat, vstore
 from onert_py.backends.jit.elementwise import (_op_context, epilogue_fits, epilogue_pass, fused_chain,
                                                pairs_epilogue_fits, pairs_pass, unfused)
 from onert_py.backends.registry import CPU, JIT, KernelContext, Run
@@ -126,6 +129,8 @@ def _wins(kind: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...], k: int,
     k: the filter's taps (x input channels for a convolution); exact_f32: a quantized convolution's sums
     are exact in float32 (its cpu kernel's fast BLAS plan)."""
     if kind == "qconv":
+        if _qgemm.available():
+            return True     # the byte dot-product GEMM: 3-5x the cpu kernel's sgemm alone (_qgemm.py)
         # Only the output stage differs from the cpu kernel (whose numpy passes over int64 cost ~2.4 ns
         # per output value, the numba pass ~0.4): it pays for its call from ~2K outputs on (8x8x3 -> 4:
         # 0.93x, 12x12x96 -> 16: 1.16x), and is kept to the sums that are exact in float32 (the cpu
@@ -1228,6 +1233,8 @@ def _accepts_conv_int8(op, sg) -> bool:
     data = sg.tensors[op.inputs[1]].data
     w_abs = int(np.abs(data.astype(np.int64)).max(initial=0)) if data is not None else 128
     exact = kh * kw * cin * max(zp - qi.qmin, qi.qmax - zp) * w_abs < _EXACT_F32
+    if _qgemm.available() and kh * kw * cin > _qgemm.MAX_K:
+        return False
     if not _output_ok(op, x, y, kh, kw, cout):
         return False
     # a residual ADD after it runs in its kernel (pairs_pass), which pays for the call at any size
@@ -1255,8 +1262,10 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
     q.half_up = cout                       # LiteRT's optimized kernel (ruy's output stage): halves up
     bias, qp, q32, fast = _output_stage(q, cout)
     t = max(1, -(-_LANES // cout))
-    w_mat = np.ascontiguousarray(q.w.reshape(cout, k).T, dtype=q.float)
     get_geometry = _window_geometry(ctx, (kh, kw), cin, strides, dils)
+    if fast and _qgemm.available() and k <= _qgemm.MAX_K:
+        return _byte_dot_run(ctx, q, get_geometry, (kh, kw, cin, cout), strides, dils, bias, qp)
+    w_mat = np.ascontiguousarray(q.w.reshape(cout, k).T, dtype=q.float)
     x_i, (o_i,) = ctx.inputs[0], ctx.outputs
     v = ctx.values
     alloc = ctx.output_buffer(0)
@@ -1304,5 +1313,115 @@ def conv_2d_quantized(ctx: KernelContext) -> Run:
             sums = sums_of(x, out, pads)
             rows = n * out[0]
             _q_stage(sums.reshape(rows, -1), bias, qp, q32, y.reshape(rows, -1), zp, lo, hi, fast)
+        v[o_i] = y if finish is None else finish(y)
+    return run
+
+
+# ---------------------------------------------------- int8 CONV_2D on the byte dot product (_qgemm.py)
+
+@kernel(parallel=True)
+def _q_dot(a, bp, qv, y, M, K4, N, zp, lo, hi, chunks):
+    """_qgemm.quad_rows over M rows split in `chunks` parts on numba's threads (one part measured 2x
+    slower through this parallel function than through quad_rows itself: run() calls that instead)."""
+    for t in prange(chunks):
+        q = np.int64(t)
+        _qgemm.quad_rows(a, bp, qv, y, q * M // chunks, (q + 1) * M // chunks, K4, N, zp, lo, hi)
+
+
+@kernel
+def _byte_windows(xp, geo, rows, K4):
+    """rows [M, K4 * 4] int8 (flat) = the windows of xp, the input inside its border [N, Hp, Wp, C]
+    (flat): row r * OW + ox holds window (oy, ox) of image n (r = n * OH + oy), filter row by filter
+    row, KW * C bytes each, consecutive in xp (dilation_w 1). Runs of up to 16 bytes are copied 16 at
+    a time, in increasing order: what a copy writes past its run, the next one overwrites (the last
+    one, 16 bytes of slack past the rows), and xp has 16 bytes of slack to be read past its end.
+    geo = (OH, OW, Hp, Wp, C, sh, sw, dh, KH, KW). numpy's strided copy of the window view took
+    34 us for a 96x96x3 stem."""
+    OH, OW, Hp, Wp, C = geo[0], geo[1], geo[2], geo[3], geo[4]
+    sh, sw, dh, KH, KW = geo[5], geo[6], geo[7], geo[8], geo[9]
+    width = KW * C
+    for r in range((rows.size - 16) // (OW * K4 * 4)):
+        n, oy = r // OH, r % OH
+        for ox in range(OW):
+            dst = (r * OW + ox) * K4 * 4
+            for i in range(KH):
+                src = ((n * Hp + oy * sh + i * dh) * Wp + ox * sw) * C
+                at = dst + i * width
+                for j in range(0, width, 16):
+                    copy16(rows, at + j, xp, src + j)
+
+
+class _ByteRows:
+    """The rows A [M, K4 * 4] int8 of an int8 convolution for one input shape: the input itself for a
+    1x1 stride-1 filter over a multiple of 4 channels; with dilation_w 1, its windows (_byte_windows)
+    from the input inside a border of its zero point (whose products LiteRT's kernels skip:
+    (zp - zp) * w = 0), each row padded to whole quads (what the padding holds meets zero filter rows);
+    otherwise numpy's copy of the window view."""
+
+    def __init__(self, x_shape, filt, strides, dils, out, pads, zp: int):
+        n, h, wd, c = x_shape
+        kh, kw = filt
+        self.m = n * out[0] * out[1]
+        self.k4 = _qgemm.quads(kh * kw * c) // 4
+        self.direct = filt == (1, 1) and strides == (1, 1) and c % 4 == 0
+        if self.direct:
+            return
+        (pt, pb), (pl, pr) = pads
+        shape = (n, h + pt + pb, wd + pl + pr, c)
+        size = int(np.prod(shape))
+        buffer = np.full(size + 16, zp, np.int8)                # 16 bytes of slack (_byte_windows)
+        self.bordered = buffer[:size].reshape(shape)
+        self.interior = self.bordered[:, pt:pt + h, pl:pl + wd]
+        rows = aligned_empty(self.m * self.k4 + 4, np.int32, zero=True)
+        self.rows = rows[:-4]
+        if dils[1] == 1:
+            self.geo = np.array([*out, *shape[1:], *strides, dils[0], kh, kw], np.int64)
+            self.fill = lambda: _byte_windows(buffer, self.geo, rows.view(np.int8), self.k4)
+        else:
+            windows = window_view(self.bordered, filt, strides, dils, out)     # [N, OH, OW, KH, KW, C]
+            row = self.k4 * 4
+            dst = np.lib.stride_tricks.as_strided(self.rows.view(np.int8), windows.shape,
+                                                  (out[0] * out[1] * row, out[1] * row, row, kw * c, c, 1))
+            self.fill = lambda: np.copyto(dst, windows)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """A as a flat int32 array of M * K4 words."""
+        if self.direct:
+            if x.flags.c_contiguous and x.ctypes.data % 4 == 0 and x.flags.writeable:
+                return x.reshape(-1).view(np.int32)
+            return np.ascontiguousarray(x).reshape(-1).view(np.int32).copy()
+        self.interior[...] = x
+        self.fill()
+        return self.rows
+
+
+def _byte_dot_run(ctx: KernelContext, q: _QuantConv, get_geometry, dims, strides, dils, bias, qp) -> Run:
+    """int8 CONV_2D as one numba call: _ByteRows' rows times the filter packed for the byte dot
+    product, rescaled in registers (_qgemm.quad_rows; the output stage's fast path only)."""
+    kh, kw, cin, cout = dims
+    w_mat = q.w.reshape(cout, kh * kw * cin).T                   # [K, cout], int8 values
+    panels = _qgemm.pack_quads(w_mat.astype(np.int8))
+    # the sums hold (x + 128) * w: 128 * sum w more than (x - zp) * w's sum plus zp * sum w
+    bias = bias - (_qgemm.column_sums(w_mat) + q.zp_in * w_mat.sum(axis=0, dtype=np.int64))
+    table = _qgemm.stage_table(bias, qp[0], qp[1], qp[6], qp[4], qp[5])
+    zp, lo, hi = np.int64(q.zp_out), np.int64(q.lo), np.int64(q.hi)
+    rows_of = _cached(lambda shape: _ByteRows(shape, (kh, kw), strides, dils, *get_geometry(shape), q.zp_in))
+    _plan_static(ctx, rows_of)
+    finish = pairs_pass(ctx)               # a residual ADD fused after it (_conv_epilogue_fits)
+    x_i, (o_i,) = ctx.inputs[0], ctx.outputs
+    v = ctx.values
+    alloc = ctx.output_buffer(0)
+
+    def run() -> None:
+        x = v[x_i]
+        out, _ = get_geometry(x.shape)
+        y = alloc((x.shape[0],) + out + (cout,))
+        if y.size:
+            rows = rows_of(x.shape)
+            chunks = min(threads(), rows.m // 6 or 1) if rows.m * rows.k4 * 4 * cout >= _PARALLEL_MIN else 1
+            if chunks > 1:
+                _q_dot(rows(x), panels, table, y.reshape(-1), rows.m, rows.k4, cout, zp, lo, hi, chunks)
+            else:
+                _qgemm.quad_rows(rows(x), panels, table, y.reshape(-1), _ZERO, rows.m, rows.k4, cout, zp, lo, hi)
         v[o_i] = y if finish is None else finish(y)
     return run

@@ -16,6 +16,7 @@ import onert_py  # noqa: E402
 from helpers import (assert_close, assert_matches_litert, check_builtin, declared_backends, rng,  # noqa: E402
                      run_interpreter, run_litert, run_litert_builtin, run_onert, single_op_model)
 from onert_py.backends.cpu.conv import conv_output_size  # noqa: E402
+from onert_py.backends.jit import _qgemm  # noqa: E402
 from onert_py.backends.jit._gemm import gemm_wins  # noqa: E402
 from onert_py.backends.jit.conv import _windows_win  # noqa: E402
 
@@ -314,22 +315,42 @@ CONV_INT8 = [
     ([1, 17, 19, 16], (3, 3), 12, (1, 1), (1, 1)),   # 3x3 with padding (input shifted by its zero point)
     ([1, 31, 27, 5], (2, 3), 9, (1, 2), (2, 1)),     # odd sizes, dilation, strides
     ([1, 40, 40, 32], (1, 1), 64, (1, 1), (1, 1)),   # enough outputs for numba's threads
+    ([1, 13, 11, 6], (3, 2), 37, (1, 1), (1, 3)),    # dilation_w > 1 (numpy's window copy), 37 = 32 + 5 columns
+    ([1, 9, 7, 7], (1, 1), 3, (1, 1), (1, 1)),       # pointwise over 7 channels (rows copied), M % 6 != 0
+    ([1, 5, 5, 12], (1, 1), 48, (2, 2), (1, 1)),     # strided pointwise (windows), a half last panel
 ]
+
+
+@pytest.fixture(params=["byte_dot", "float_sums"])
+def int8_conv_path(request, monkeypatch):
+    """Both int8 CONV_2D paths of the jit: the byte dot-product GEMM (where the machine has VNNI) and
+    the exact float32 sums (other machines; forced here by hiding VNNI)."""
+    if request.param == "byte_dot":
+        if not _qgemm.available():
+            pytest.skip("no AVX-512 VNNI on this machine: the byte dot-product path is not compiled")
+    else:
+        monkeypatch.setattr(_qgemm, "available", lambda: False)
+    return request.param
 
 
 @pytest.mark.parametrize("x_shape,k,cout,stride,dil", CONV_INT8)
 @pytest.mark.parametrize("pad", [SAME, VALID])
 @pytest.mark.parametrize("act", [NONE, RELU6])
-def test_conv2d_int8(x_shape, k, cout, stride, dil, pad, act):
+def test_conv2d_int8(x_shape, k, cout, stride, dil, pad, act, int8_conv_path):
     mb, x = _q("CONV_2D", x_shape, k, cout=cout, stride=stride, dil=dil, pad=pad, act=act, q_out=(0.3, -3),
                seed=sum(x_shape) + act)
-    assert _backend(mb) == "jit"
+    outputs = x_shape[0] * cout * (conv_output_size(x_shape[1], k[0], stride[0], dil[0], pad)
+                                   * conv_output_size(x_shape[2], k[1], stride[1], dil[1], pad))
+    if int8_conv_path == "byte_dot" or outputs >= 2048:   # the float path leaves small ones to cpu
+        assert _backend(mb) == "jit"
+    before = x.copy()
     check_builtin(mb, [x])
+    np.testing.assert_array_equal(x, before)
 
 
 @pytest.mark.parametrize("zp_in,zp_out", [(-128, 127), (127, -128)])
 @pytest.mark.parametrize("out_scale", [0.002, 0.04, 3.0])
-def test_conv2d_int8_zero_points_and_saturation(zp_in, zp_out, out_scale):
+def test_conv2d_int8_zero_points_and_saturation(zp_in, zp_out, out_scale, int8_conv_path):
     mb, x = _q("CONV_2D", (1, 12, 13, 6), (3, 3), cout=20, q_in=(0.05, zp_in), q_out=(out_scale, zp_out),
                w_scales=[0.3, 0.002, 0.05, 0.0004] * 5, seed=zp_in & 7)
     assert _backend(mb) == "jit"
@@ -339,18 +360,23 @@ def test_conv2d_int8_zero_points_and_saturation(zp_in, zp_out, out_scale):
     check_builtin(mb, [x])
 
 
-def test_conv2d_int8_threads():
+def test_conv2d_int8_threads(int8_conv_path):
     mb, x = _q("CONV_2D", (2, 32, 30, 16), (3, 3), cout=32, stride=(1, 1), seed=8)
     expected = check_builtin(mb, [x])
     assert_close(onert_py.infer.session(mb.to_bytes("tflite"), num_threads=2).infer([x]), expected)
 
 
 def test_int8_declines():
-    # grouped CONV_2D (LiteRT's reference kernel), small outputs, sums beyond float32's exact integers
-    # (the cpu kernel's float64 path) and other integer types stay on cpu
+    # grouped CONV_2D (LiteRT's reference kernel) and other integer types stay on cpu; without VNNI, small
+    # outputs and sums beyond float32's exact integers (the cpu kernel's float64 path) too, while the
+    # byte dot product takes them (its int32 sums are exact at any size)
     assert _backend(_q("CONV_2D", (1, 7, 6, 6), (3, 3), cout=6, groups=2)[0]) == "cpu"
-    assert _backend(_q("CONV_2D", (1, 4, 4, 3), (3, 3), cout=4)[0]) == "cpu"
-    assert _backend(_q("CONV_2D", (1, 20, 20, 256), (3, 3), cout=16, q_in=(0.05, -100))[0]) == "cpu"
+    small, x_small = _q("CONV_2D", (1, 4, 4, 3), (3, 3), cout=4)
+    wide, x_wide = _q("CONV_2D", (1, 20, 20, 256), (3, 3), cout=16, q_in=(0.05, -100))
+    expected = "jit" if _qgemm.available() else "cpu"
+    assert _backend(small) == expected and _backend(wide) == expected
+    check_builtin(small, [x_small])
+    check_builtin(wide, [x_wide])
     g = rng(9)
     mb = single_op_model("DEPTHWISE_CONV_2D",
                          [("x", [1, 6, 6, 4], np.uint8, (0.05, 128)),
@@ -359,6 +385,38 @@ def test_int8_declines():
                          [("o", [1, 6, 6, 4], np.uint8, (0.1, 128))], padding=SAME, stride_h=1, stride_w=1,
                          dilation_h_factor=1, dilation_w_factor=1, depth_multiplier=1, fused_activation_function=0)
     assert _backend(mb) == "cpu"
+
+
+@pytest.mark.skipif(not _qgemm.available(), reason="no AVX-512 VNNI on this machine")
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (5, 3, 17), (6, 4, 32), (13, 27, 33), (40, 96, 64), (7, 13, 48),
+                                   (12, _qgemm.MAX_K, 20)])
+def test_byte_dot_gemm_against_the_output_stage_formula(m, k, n):
+    # the kernel alone: int32 sums of (x + 128) * w, the folded offset, then OutputStage's fast path
+    # written out in int64 numpy (an independent formula), every partial panel and leftover row
+    g = rng(m * 7 + k + n)
+    x = g.integers(-128, 128, (m, k)).astype(np.int8)
+    w = g.integers(-128, 128, (k, n)).astype(np.int8)
+    x[0, :2] = [-128, 127][:k] if k >= 2 else [-128]
+    bias = g.integers(-5000, 5000, n)
+    right = g.integers(0, 12, n)
+    mult = g.integers(1 << 30, (1 << 31) - 1, n)
+    left = (right == 0).astype(np.int64)                        # a left shift where there is no right one
+    offset = (1 << 30) + np.where(right > 0, np.int64(1) << (30 + right), 0)
+    fix = np.where(g.random(n) < 0.5, np.int64(1) << 31, 0) * (right > 0)
+    table = _qgemm.stage_table(bias - _qgemm.column_sums(w), mult, left, fix, offset, 31 + right)
+    k4 = _qgemm.quads(k) // 4
+    rows = np.zeros((m, k4 * 4), np.int8)
+    rows[:, :k] = x
+    rows[:, k:] = 99                                             # the quad padding meets zero filter rows
+    y = np.full(m * n + 1, 55, np.int8)                          # a sentinel past the end
+    _qgemm.quad_rows(rows.reshape(-1).view(np.int32), _qgemm.pack_quads(w), table, y, 0, m, k4, n,
+                     np.int64(-7), np.int64(-100), np.int64(120))
+    s = x.astype(np.int64) @ w.astype(np.int64) + bias
+    v = (s << left) * mult
+    v = np.where(v < -(1 << 30), v - fix, v)
+    expected = np.clip(((v + offset) >> (31 + right)) - 7, -100, 120)
+    np.testing.assert_array_equal(y[:-1].reshape(m, n), expected)
+    assert y[-1] == 55
 
 
 # (input shape, filter [O, KH, KW, C], stride, dilation, padding, activation, bias): the ConvPlan kinds
