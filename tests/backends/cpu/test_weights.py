@@ -75,6 +75,27 @@ def test_quantize_matches_litert(dtype, q):
     assert_matches_litert(_model("QUANTIZE", x.shape, np.float32, None, dtype, q), [x], fmts=("tflite",))
 
 
+@pytest.mark.parametrize("dtype,q", [(np.int8, (0.05, -3)), (np.uint8, (0.1, 128)), (np.int16, (0.001, 0))])
+@pytest.mark.parametrize("shape", [(), (1,), (2, 16, 1)])
+def test_quantize_special_values_and_small_shapes(dtype, q, shape):
+    # LiteRT for finite values (rank 0 too); non-finite ones against the documented rule: inf saturates,
+    # NaN gives the zero point (an independent formula: x / scale in float32 as LiteRT, round half to even,
+    # then clamp in float64)
+    info = np.iinfo(dtype)
+    x = (rng(5).standard_normal(shape) * 300 * q[0]).astype(np.float32)
+    mb = _model("QUANTIZE", x.shape, np.float32, None, dtype, q)
+    assert_matches_litert(mb, [x], fmts=("tflite",))
+    special = np.resize(np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 2.5 * q[0]], np.float32), shape)
+    before = special.copy()
+    (got,) = run_onert(mb, [special])
+    with np.errstate(invalid="ignore"):
+        r = np.rint(special / np.float32(q[0])).astype(np.float64)
+    want = np.where(np.isnan(r), q[1], np.clip(np.nan_to_num(r, posinf=1e9, neginf=-1e9) + q[1], info.min, info.max))
+    assert got.dtype == dtype and got.shape == shape
+    np.testing.assert_array_equal(got, want.astype(dtype))
+    np.testing.assert_array_equal(special, before)
+
+
 # --------------------------------------------------------------------------------------- DENSIFY
 
 def _csr_encode(dense: np.ndarray):
