@@ -38,9 +38,32 @@ def test_global_average_pool(dt, keep, shape, axes):
     np.testing.assert_array_equal(got, _run(mb, x, "cpu")[1])
 
 
+# MEAN over trailing axes (a converter-made layer norm's mean and variance over the features): the
+# reference rescale, one compiled loop over rows
+@pytest.mark.parametrize("dt", [np.int8, np.uint8])
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("shape, axes, q", [((2, 16, 32), [-1], ((0.07, -3), (0.05, 4))),
+                                            ((3, 5, 7), [2, 1], ((0.02, 127), (0.3, -128))),
+                                            ((2, 3, 4, 5), [3], ((0.5, -128), (0.001, 0))),
+                                            ((2, 3, 4, 5), [1, 2, 3], ((0.01, 0), (0.01, 0))),
+                                            ((4, 1000), [1], ((0.003, 10), (0.2, -7)))])
+def test_mean_over_trailing_axes(dt, keep, shape, axes, q):
+    info = np.iinfo(dt)
+    q = tuple((s, z + 128 if dt == np.uint8 else z) for s, z in q)
+    x = rng(len(shape) + keep).integers(int(info.min), int(info.max), shape, endpoint=True).astype(dt)
+    x.reshape(-1)[:2] = info.min, info.max
+    mb = _mean(dt, shape, axes, keep, *q)
+    before = x.copy()
+    backends, got = _run(mb, x)
+    assert backends == ["jit"]
+    np.testing.assert_array_equal(got, run_litert_builtin(mb, [x])[0])
+    np.testing.assert_array_equal(got, _run(mb, x, "cpu")[1])
+    np.testing.assert_array_equal(x, before)
+
+
 def test_other_reductions_stay_on_cpu():
     x = np.zeros((2, 5, 7, 3), np.int8)
-    for axes in ([1], [3], [1, 2, 3], [0, 1]):
+    for axes in ([1], [0, 1], [0, 3]):
         assert _run(_mean(np.int8, x.shape, axes, False), x)[0] == ["cpu"]
     x16 = np.zeros((1, 3, 3, 4), np.int16)
     assert _run(_mean(np.int16, x16.shape, [1, 2], True, (0.01, 0), (0.01, 0)), x16)[0] == ["cpu"]
