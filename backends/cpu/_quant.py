@@ -113,6 +113,10 @@ def multiply_by_quantized_multiplier(x, multiplier, shift):
     """TFLite's MultiplyByQuantizedMultiplier for int32 accumulators (the double-rounding form LiteRT's
     builtin kernels use): a left shift for shift > 0, the high multiply, a rounding right shift."""
     x = np.asarray(x, _I64)
+    if np.ndim(shift) == 0:         # one shift (per tensor): no array passes for it (small tensors' cost)
+        s = int(shift)
+        return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x << s if s > 0 else x, multiplier),
+                                      max(-s, 0))
     shift = np.asarray(shift, _I64)
     left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)

@@ -72,6 +72,22 @@ def test_rounding_divide_by_pot(per_element):
         assert got.tolist() == want
 
 
+@pytest.mark.parametrize("per_element", [False, True])
+def test_multiply_by_quantized_multiplier(per_element):
+    # TFLite's MultiplyByQuantizedMultiplier: x << left (left = max(shift, 0)), the high multiply, a
+    # rounding right shift by max(-shift, 0); one shift for the whole array (per tensor) or one each
+    r = rng(3)
+    x = np.concatenate([_values(r, 500) >> 8, np.arange(-64, 64)])      # room for a left shift
+    mults = r.integers(1 << 30, INT32_MAX + 1, x.size)
+    shifts = r.integers(-31, 8, x.size)
+    for shift in ([shifts] if per_element else [-31, -12, -1, 0, 1, 7]):
+        got = multiply_by_quantized_multiplier(x, mults, shift)
+        sh = np.broadcast_to(shift, x.shape)
+        want = [_rdbpot(_srdhm(int(v) << max(int(k), 0), int(m)), max(-int(k), 0)) for v, m, k in zip(x, mults, sh)]
+        assert got.tolist() == want
+    assert int(multiply_by_quantized_multiplier(np.int64(-5), 1 << 30, 0)) == _rdbpot(_srdhm(-5, 1 << 30), 0)
+
+
 @pytest.mark.parametrize("half_up", [0, 3, 8])
 @pytest.mark.parametrize("bound", [300, 10**5, 10**8])
 def test_output_stage_fast_path_is_the_composition(half_up, bound):
