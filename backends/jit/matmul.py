@@ -1,5 +1,5 @@
-"""FULLY_CONNECTED on the jit backend. Quantized int8: the integer dot products and LiteRT's output
-stage in one pass. float32 (at the end of this module): the packed GEMM (jit/_gemm.py) with bias, clamp
+"""FULLY_CONNECTED and BATCH_MATMUL on the jit backend. Quantized int8: the integer dot products and
+LiteRT's output stage in one pass (BATCH_MATMUL: one compiled loop over its small matrices). float32 (at the end of this module): the packed GEMM (jit/_gemm.py) with bias, clamp
 and the elementwise ops fused after it in its kernel, or, for few units, the cpu kernel's sgemm and
 then those in one compiled pass (jit/elementwise.py, epilogue_pass).
 
@@ -25,7 +25,7 @@ from onert_py.backends.cpu.conv import _CLAMPS
 from onert_py.backends.cpu.matmul import _check_fc_input, _fc_output_shape, _product_multiplier, batch_matmul_adjoints
 from onert_py.backends.jit._gemm import PANEL, PackedProduct, gemm_wins, pack_panels, pad_bias
 from onert_py.backends.jit.conv import _PARALLEL_MIN as _PARALLEL_MIN_FLOAT
-from onert_py.backends.jit.conv import _compile_time, _static
+from onert_py.backends.jit.conv import _compile_time, _requantize, _static
 from onert_py.backends.jit.elementwise import epilogue_fits, epilogue_pass, fused_chain, other_shapes, unfused
 from onert_py.backends.jit._numba import kernel, prange, threads
 from onert_py.backends.jit.codegen import Statement, broadcast_index, clamp, statement
@@ -184,6 +184,70 @@ def fully_connected_quantized(ctx: KernelContext) -> Run:
         if y.size:
             chunks = min(threads(), units) if s[2] else 1
             _fc(np.ascontiguousarray(x).reshape(s[1], depth), w, *args, y.reshape(s[1], units), chunks)
+        v[o_i] = y
+    return run
+
+
+# ------------------------------------------------------------------------------- int8 BATCH_MATMUL
+
+@kernel
+def _q_batch_matmul(a, b, zl, zr, mult, left, right, zo, lo, hi, y):
+    """y[g] = the output stage of (a[g] - zl) @ (b[g] - zr) for a [G, M, K] and b [G, K, N] int8 (any
+    strides), y [G, M, N] int8: LiteRT's reference BatchMatMul, int32 sums (wrapped as C's) rescaled
+    by MultiplyByQuantizedMultiplier (jit/conv.py's _requantize, reference rounding), plus zo, clamped."""
+    for g in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            for j in range(b.shape[2]):
+                total = np.int64(0)
+                for k in range(a.shape[2]):
+                    total += (np.int64(a[g, i, k]) - zl) * (np.int64(b[g, k, j]) - zr)
+                y[g, i, j] = _requantize(total, mult, left, right, False, zo, lo, hi)
+
+
+def _accepts_batch_matmul(op, sg) -> bool:
+    """int8 x int8 -> int8, per-tensor parameters, static shapes with the same batch dims: the small
+    matrices of a quantized attention block (the cpu kernel's float64 product and numpy output passes
+    cost ~43 us on [2, 4, 16, 8] x [2, 4, 8, 16])."""
+    if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
+        return False
+    lt, rt, out = (sg.tensors[t] for t in (*op.inputs, op.outputs[0]))
+    if (lt.type_name, rt.type_name, out.type_name) != ("INT8", "INT8", "INT8") or lt.is_dynamic or rt.is_dynamic:
+        return False
+    qs = [qparams(t) for t in (lt, rt, out)]
+    if any(q is None or q.per_channel for q in qs):
+        return False
+    return len(lt.shape) >= 2 and tuple(lt.shape[:-2]) == tuple(rt.shape[:-2])
+
+
+@JIT.register_quantized("BATCH_MATMUL", dtypes=("int8",), accepts=_accepts_batch_matmul)
+def batch_matmul_quantized(ctx: KernelContext) -> Run:
+    """int8 BATCH_MATMUL as one compiled loop (the cpu kernel's checks and multiplier; other run-time
+    shapes take the cpu kernel)."""
+    cpu = CPU.kernel("BATCH_MATMUL", True)(ctx)
+    adj_x, adj_y = batch_matmul_adjoints(ctx.options)
+    lt, rt, out = ctx.input_tensor(0), ctx.input_tensor(1), ctx.output_tensor(0)
+    ql, qr, qo = qparams(lt), qparams(rt), qparams(out)
+    mult, shift = quantize_multipliers(np.array([_product_multiplier(float(ql.scale[0]), float(qr.scale[0]),
+                                                                     float(qo.scale[0]))]))
+    args = (np.int64(ql.zero_point[0]), np.int64(qr.zero_point[0]), np.int64(mult[0]),
+            np.int64(max(shift[0], 0)), np.int64(max(-shift[0], 0)), np.int64(qo.zero_point[0]),
+            np.int64(qo.qmin), np.int64(qo.qmax))
+    shapes = (tuple(lt.shape), tuple(rt.shape))
+    out_shape = tuple(out.shape)
+    l_i, r_i = ctx.inputs
+    (o_i,) = ctx.outputs
+    v, alloc = ctx.values, ctx.output_buffer(0)
+
+    def matrices(x: np.ndarray, adjoint: bool) -> np.ndarray:
+        x = x.reshape((-1,) + x.shape[-2:])
+        return np.swapaxes(x, 1, 2) if adjoint else x
+
+    def run() -> None:
+        a, b = v[l_i], v[r_i]
+        if (a.shape, b.shape) != shapes or a.size == 0 or b.size == 0:
+            return cpu()
+        y = alloc(out_shape)
+        _q_batch_matmul(matrices(a, adj_x), matrices(b, adj_y), *args, y.reshape((-1,) + out_shape[-2:]))
         v[o_i] = y
     return run
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("numba")
 
 import onert_py  # noqa: E402
-from helpers import check_builtin, rng, run_litert_builtin, run_onert, single_op_model  # noqa: E402
+from helpers import check_builtin, rng, run_interpreter, run_litert_builtin, run_onert, single_op_model  # noqa: E402
 from onert_py.errors import PrepareError  # noqa: E402
 
 NONE, RELU, RELU_N1_TO_1, RELU6, TANH = 0, 1, 2, 3, 4
@@ -189,3 +189,44 @@ def test_declined_to_cpu():
     mb = _model((2, 6), w, (0.5, 0), (0.5, 0), (1.0, 0), np.ones(3, np.int32), q_b=(0.5, 0))
     with pytest.raises(PrepareError, match="bias scale"):
         run_onert(mb, [_int8(r, (2, 6))])
+
+
+# int8 BATCH_MATMUL (a quantized attention block's Q @ K^T and P @ V): one compiled loop, against LiteRT's
+# builtin kernel, after a resize too; broadcast batch dims stay on the cpu kernel.
+def _bmm(l_shape, r_shape, adj_x=False, adj_y=False, q=((0.05, 3), (0.04, -7), (0.02, 5))):
+    m = l_shape[-1] if adj_x else l_shape[-2]
+    n = r_shape[-2] if adj_y else r_shape[-1]
+    return single_op_model("BATCH_MATMUL", [("a", list(l_shape), np.int8, q[0]), ("b", list(r_shape), np.int8, q[1])],
+                           [("y", list(l_shape[:-2]) + [m, n], np.int8, q[2])], adj_x=adj_x, adj_y=adj_y)
+
+
+@pytest.mark.parametrize("l_shape,r_shape,adj_x,adj_y", [((2, 4, 16, 8), (2, 4, 8, 16), False, False),
+                                                         ((2, 4, 16, 16), (2, 4, 16, 8), False, False),
+                                                         ((3, 9, 5), (3, 7, 9), True, True),
+                                                         ((6, 33), (6, 17), True, False)])
+def test_batch_matmul_int8(l_shape, r_shape, adj_x, adj_y):
+    mb = _bmm(l_shape, r_shape, adj_x, adj_y)
+    assert onert_py.infer.session(mb.to_bytes("tflite")).executors[0].backend_names == ["jit"]
+    g = rng(len(l_shape) + r_shape[-1])
+    a = g.integers(-128, 128, l_shape).astype(np.int8)
+    b = g.integers(-128, 128, r_shape).astype(np.int8)
+    a.reshape(-1)[:2], b.reshape(-1)[:2] = (-128, 127), (127, -128)
+    before = a.copy(), b.copy()
+    check_builtin(mb, [a, b])
+    np.testing.assert_array_equal(a, before[0])
+    np.testing.assert_array_equal(b, before[1])
+
+
+def test_batch_matmul_int8_resized_and_broadcast():
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    mb = _bmm((2, 3, 4), (2, 4, 5))
+    g = rng(11)
+    a, b = g.integers(-128, 128, (2, 6, 4)).astype(np.int8), g.integers(-128, 128, (2, 4, 5)).astype(np.int8)
+    got = run_interpreter(onert_py.Interpreter(model_content=mb.to_bytes("tflite")), [a, b])
+    litert = Interpreter(model_content=mb.to_bytes("tflite"),
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    want = run_interpreter(litert, [a, b])
+    assert got[0].shape == (2, 6, 5)
+    np.testing.assert_array_equal(got[0], want[0])
+    broadcast = _bmm((2, 3, 4), (4, 5))
+    assert onert_py.infer.session(broadcast.to_bytes("tflite")).executors[0].backend_names == ["cpu"]
