@@ -64,7 +64,7 @@ import numba
 import numpy as np
 
 from onert_py.backends.cpu._common import NONE, RELU, RELU6, RELU_N1_TO_1, SIGN_BIT, TANH, Scratch
-from onert_py.backends.cpu._conv_plan import ConvPlan
+from onert_py.backends.cpu._conv_plan import ConvPlan, arena
 from onert_py.backends.cpu._quant import qparams
 from onert_py.backends.cpu.conv import _CLAMPS as _CONV_CLAMPS
 from onert_py.backends.cpu.conv import (_EXACT_F32, SAME, VALID, _QuantConv, _bias, _cached, _conv_filter_groups,
@@ -1356,9 +1356,10 @@ class _ByteRows:
     1x1 stride-1 filter over a multiple of 4 channels; with dilation_w 1, its windows (_byte_windows)
     from the input inside a border of its zero point (whose products LiteRT's kernels skip:
     (zp - zp) * w = 0), each row padded to whole quads (what the padding holds meets zero filter rows);
-    otherwise numpy's copy of the window view."""
+    otherwise numpy's copy of the window view. The rows live in the runtime's shared work buffer (as
+    the cpu kernel's im2col matrices: ops use it only within their run)."""
 
-    def __init__(self, x_shape, filt, strides, dils, out, pads, zp: int):
+    def __init__(self, x_shape, filt, strides, dils, out, pads, zp: int, owner=None):
         n, h, wd, c = x_shape
         kh, kw = filt
         self.m = n * out[0] * out[1]
@@ -1369,20 +1370,17 @@ class _ByteRows:
         (pt, pb), (pl, pr) = pads
         shape = (n, h + pt + pb, wd + pl + pr, c)
         size = int(np.prod(shape))
-        buffer = np.full(size + 16, zp, np.int8)                # 16 bytes of slack (_byte_windows)
-        self.bordered = buffer[:size].reshape(shape)
+        self.buffer = np.full(size + 16, zp, np.int8)           # 16 bytes of slack (_byte_windows)
+        self.bordered = self.buffer[:size].reshape(shape)
         self.interior = self.bordered[:, pt:pt + h, pl:pl + wd]
-        rows = aligned_empty(self.m * self.k4 + 4, np.int32, zero=True)
-        self.rows = rows[:-4]
-        if dils[1] == 1:
-            self.geo = np.array([*out, *shape[1:], *strides, dils[0], kh, kw], np.int64)
-            self.fill = lambda: _byte_windows(buffer, self.geo, rows.view(np.int8), self.k4)
-        else:
-            windows = window_view(self.bordered, filt, strides, dils, out)     # [N, OH, OW, KH, KW, C]
+        self.words = self.m * self.k4 + 4                        # 16 bytes of slack past the rows
+        self.arena = arena(owner, "cols")
+        self.arena.reserve(self.words)
+        self.geo = np.array([*out, *shape[1:], *strides, dils[0], kh, kw], np.int64) if dils[1] == 1 else None
+        if self.geo is None:
+            self.windows = window_view(self.bordered, filt, strides, dils, out)   # [N, OH, OW, KH, KW, C]
             row = self.k4 * 4
-            dst = np.lib.stride_tricks.as_strided(self.rows.view(np.int8), windows.shape,
-                                                  (out[0] * out[1] * row, out[1] * row, row, kw * c, c, 1))
-            self.fill = lambda: np.copyto(dst, windows)
+            self.strides = (out[0] * out[1] * row, out[1] * row, row, kw * c, c, 1)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """A as a flat int32 array of M * K4 words."""
@@ -1391,8 +1389,13 @@ class _ByteRows:
                 return x.reshape(-1).view(np.int32)
             return np.ascontiguousarray(x).reshape(-1).view(np.int32).copy()
         self.interior[...] = x
-        self.fill()
-        return self.rows
+        words = self.arena.take(self.words).view(np.int32)
+        if self.geo is not None:
+            _byte_windows(self.buffer, self.geo, words.view(np.int8), self.k4)
+        else:
+            dst = np.lib.stride_tricks.as_strided(words.view(np.int8), self.windows.shape, self.strides)
+            np.copyto(dst, self.windows)
+        return words[:-4]
 
 
 def _byte_dot_run(ctx: KernelContext, q: _QuantConv, get_geometry, dims, strides, dils, bias, qp) -> Run:
@@ -1405,7 +1408,8 @@ def _byte_dot_run(ctx: KernelContext, q: _QuantConv, get_geometry, dims, strides
     bias = bias - (_qgemm.column_sums(w_mat) + q.zp_in * w_mat.sum(axis=0, dtype=np.int64))
     table = _qgemm.stage_table(bias, qp[0], qp[1], qp[6], qp[4], qp[5])
     zp, lo, hi = np.int64(q.zp_out), np.int64(q.lo), np.int64(q.hi)
-    rows_of = _cached(lambda shape: _ByteRows(shape, (kh, kw), strides, dils, *get_geometry(shape), q.zp_in))
+    rows_of = _cached(lambda shape: _ByteRows(shape, (kh, kw), strides, dils, *get_geometry(shape), q.zp_in,
+                                              ctx.runtime))
     _plan_static(ctx, rows_of)
     finish = pairs_pass(ctx)               # a residual ADD fused after it (_conv_epilogue_fits)
     x_i, (o_i,) = ctx.inputs[0], ctx.outputs
