@@ -481,3 +481,16 @@ def test_float_conv2d_tanh_and_single_channel_stay_on_cpu():
                              [("o", [1, 8, 8, cout], np.float32)], padding=SAME, stride_h=1, stride_w=1,
                              dilation_h_factor=1, dilation_w_factor=1, fused_activation_function=act)
         assert _backend(mb) == "cpu"
+
+
+def test_conv2d_int8_wrong_channels_is_a_clear_error(int8_conv_path):
+    # an input resized to another channel count: the error names the op and both counts, on either path
+    mb, x = _q("CONV_2D", (1, 9, 9, 8), (3, 3), cout=16)
+    bad = np.zeros((1, 9, 9, 5), np.int8)
+    it = onert_py.Interpreter(model_content=mb.to_bytes("tflite"))
+    it.resize_tensor_input(it.get_input_details()[0]["index"], list(bad.shape))
+    with pytest.raises(onert_py.OnertPyError, match=r"CONV_2D.*input depth 5 .*filter depth 8"):
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], bad)
+        it.invoke()
+    np.testing.assert_array_equal(bad, 0)
