@@ -44,27 +44,26 @@ def chromium() -> str | None:
     return shutil.which("chromium") or (os.path.exists("/usr/bin/chromium") and "/usr/bin/chromium") or None
 
 
-@pytest.fixture(scope="module")
-def browser() -> str:
-    path = chromium()
+def _system_tool(path: str | None, what: str, package: str) -> str:
+    """A Debian package's program the tests need: under CI (whose .ci/run installs it) a missing one
+    fails; elsewhere the tests that need it skip."""
     if path is None:
         if os.environ.get("CI"):
-            pytest.fail("CI is set but headless Chromium is missing: .ci/run installs Debian's chromium "
-                        "package (apt-get install chromium)", pytrace=False)
-        pytest.skip("headless Chromium is not installed (apt-get install chromium); under CI=1 this fails")
+            pytest.fail(f"CI is set but {what} is missing: .ci/run installs Debian's {package} package "
+                        f"(apt-get install {package})", pytrace=False)
+        pytest.skip(f"{what} is not installed (apt-get install {package}); under CI=1 this fails")
     return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> str:
+    return _system_tool(chromium(), "headless Chromium", "chromium")
 
 
 @pytest.fixture(scope="module")
 def graphviz_dot() -> str:
-    """graphviz's `dot`, which lays out the DOT files `view --dot` writes (same policy as the browser)."""
-    path = shutil.which("dot")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but graphviz's dot is missing: .ci/run installs Debian's graphviz "
-                        "package (apt-get install graphviz)", pytrace=False)
-        pytest.skip("graphviz is not installed (apt-get install graphviz); under CI=1 this fails")
-    return path
+    """graphviz's `dot`, which lays out the DOT files `view --dot` writes."""
+    return _system_tool(shutil.which("dot"), "graphviz's dot", "graphviz")
 
 
 def _chromium(browser: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
