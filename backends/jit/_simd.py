@@ -48,9 +48,10 @@ class _VectorModel(models.PrimitiveModel):
         super().__init__(dmm, fe_type, ir.VectorType(ir.FloatType(), fe_type.lanes))
 
 
-def _vector_pointer(context, builder, array_type, array, index):
+def _vector_pointer(context, builder, array_type, array, index, vector=_LLVM_VECTOR):
+    """A pointer to a `vector` (an LLVM vector type) starting at array[index]."""
     data = context.make_array(array_type)(context, builder, array).data
-    return builder.bitcast(builder.gep(data, [index]), _LLVM_VECTOR.as_pointer())
+    return builder.bitcast(builder.gep(data, [index]), vector.as_pointer())
 
 
 def _broadcast(builder, x, vector=_LLVM_VECTOR):
@@ -205,16 +206,11 @@ class _IVectorModel(models.PrimitiveModel):
         super().__init__(dmm, fe_type, ir.VectorType(_I32, fe_type.lanes))
 
 
-def _ivector_pointer(context, builder, array_type, array, index):
-    data = context.make_array(array_type)(context, builder, array).data
-    return builder.bitcast(builder.gep(data, [index]), _LLVM_IVECTOR.as_pointer())
-
-
 @intrinsic
 def ivload(typingctx, a, i):
     """a[i : i + DOT_LANES] as an int32 vector (a: 1-D int32 array)."""
     def codegen(context, builder, sig, args):
-        return builder.load(_ivector_pointer(context, builder, sig.args[0], args[0], args[1]), align=4)
+        return builder.load(_vector_pointer(context, builder, sig.args[0], args[0], args[1], _LLVM_IVECTOR), align=4)
     return IVECTOR(a, i), codegen
 
 
@@ -267,11 +263,9 @@ def vrequantize(typingctx, acc, qv, at, stride, zp, lo, hi):
     fast path's condition): the 64-bit product then never overflows."""
     def codegen(context, builder, sig, args):
         acc, qv, at, stride, zp, lo, hi = args
-        data = context.make_array(sig.args[1])(context, builder, qv).data
-
         def row(r):
             i = builder.add(at, builder.mul(stride, ir.Constant(stride.type, r)))
-            return builder.load(builder.bitcast(builder.gep(data, [i]), _LLVM_I64VECTOR.as_pointer()), align=8)
+            return builder.load(_vector_pointer(context, builder, sig.args[1], qv, i, _LLVM_I64VECTOR), align=8)
         bias, mult, left, fix, offset, shift = (row(r) for r in range(REQUANT_ROWS))
         v = builder.shl(builder.add(builder.sext(acc, _LLVM_I64VECTOR), bias), left)
         # both factors fit int32 (the fast path's bound; Q31 multipliers): said so, LLVM multiplies
@@ -295,8 +289,7 @@ def vstore_bytes_first(typingctx, a, i, v, n):
     def codegen(context, builder, sig, args):
         a, i, v, n = args
         bytes_ = ir.VectorType(ir.IntType(8), _DOT)
-        data = context.make_array(sig.args[0])(context, builder, a).data
-        ptr = builder.bitcast(builder.gep(data, [i]), bytes_.as_pointer())
+        ptr = _vector_pointer(context, builder, sig.args[0], a, i, bytes_)
         _store_first(builder, builder.trunc(v, bytes_), ptr, n, "i8", 1)
         return context.get_dummy_value()
     return types.none(a, i, v, n), codegen
@@ -310,9 +303,7 @@ def copy16(typingctx, dst, i, src, j):
     """dst[i : i + 16] = src[j : j + 16] (1-D int8 arrays; one unaligned 16-byte load and store): a
     short copy of n <= 16 bytes that may write past its end into what a later copy overwrites."""
     def codegen(context, builder, sig, args):
-        d = context.make_array(sig.args[0])(context, builder, args[0]).data
-        s = context.make_array(sig.args[2])(context, builder, args[2]).data
-        value = builder.load(builder.bitcast(builder.gep(s, [args[3]]), _BYTES16.as_pointer()), align=1)
-        builder.store(value, builder.bitcast(builder.gep(d, [args[1]]), _BYTES16.as_pointer()), align=1)
+        value = builder.load(_vector_pointer(context, builder, sig.args[2], args[2], args[3], _BYTES16), align=1)
+        builder.store(value, _vector_pointer(context, builder, sig.args[0], args[0], args[1], _BYTES16), align=1)
         return context.get_dummy_value()
     return types.none(dst, i, src, j), codegen

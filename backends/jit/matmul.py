@@ -1,7 +1,8 @@
 """FULLY_CONNECTED and BATCH_MATMUL on the jit backend. Quantized int8: the integer dot products and
-LiteRT's output stage in one pass (BATCH_MATMUL: one compiled loop over its small matrices). float32 (at the end of this module): the packed GEMM (jit/_gemm.py) with bias, clamp
-and the elementwise ops fused after it in its kernel, or, for few units, the cpu kernel's sgemm and
-then those in one compiled pass (jit/elementwise.py, epilogue_pass).
+LiteRT's output stage in one pass (BATCH_MATMUL: one compiled loop over its small matrices). float32
+FULLY_CONNECTED (at the end of this module): the packed GEMM (jit/_gemm.py) with bias, clamp and the
+elementwise ops fused after it in its kernel, or, for few units, the cpu kernel's sgemm and then
+those in one compiled pass (jit/elementwise.py, epilogue_pass).
 
 The cpu kernel (backends/cpu/matmul.py) computes the exact sums with a float64 BLAS product (int8
 weights widened 8x at prepare) and then rescales them in several numpy passes. Here each output is an

@@ -1,8 +1,8 @@
 """jit kernels of the reductions family (cpu/reduce.py): the 8-bit MEAN over height and width that ends
 a quantized CNN (global average pooling), where numpy's dozen passes over a few thousand values cost
-~30 us and one compiled loop ~2 us, and the 8-bit MEAN over trailing axes of a quantized layer norm. The rescale is the cpu kernel's (MeanRescale, mean_is_pool); the
-loop sums each channel and applies it value by value (jit/conv.py's _requantize, the same fixed-point
-steps).
+~30 us and one compiled loop ~2 us, and the 8-bit MEAN over trailing axes of a quantized layer norm.
+The rescale is the cpu kernel's (MeanRescale, mean_is_pool); the loop sums each channel (or row) and
+applies it value by value (jit/conv.py's _requantize, the same fixed-point steps).
 
 Inside compiled loops (jit/loop.py): SUM, MEAN, REDUCE_MAX and REDUCE_MIN of float32 / int32 tensors over
 constant axes, each slice folded in order (codegen.reduction_statement)."""
@@ -101,7 +101,8 @@ def mean_quantized(ctx: KernelContext) -> Run:
     if not (len(shape) == 4 and _hw_axes(ctx.op, ctx.subgraph)):
         k = _trailing_axes(ctx.op, ctx.subgraph, len(shape))
         n = int(np.prod(shape[len(shape) - k:], dtype=np.int64))
-        offset, mult, shift, add = rescale(n, mean_is_pool(dt, keep, len(shape), tuple(range(len(shape) - k, len(shape)))))
+        axes = tuple(range(len(shape) - k, len(shape)))
+        offset, mult, shift, add = rescale(n, mean_is_pool(dt, keep, len(shape), axes))
         left, right = max(shift, 0), max(-shift, 0)
         compile_now(_mean_rows, np.zeros((1, 1), dt), offset, mult, left, right, add, lo, hi, np.zeros(1, dt))
         return declared_shape_run(ctx, cpu, lambda x, y: _mean_rows(
